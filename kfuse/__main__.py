@@ -1,0 +1,3 @@
+from kfuse.cli import main
+
+main()
