@@ -1,0 +1,89 @@
+"""The `kfuse` command. Bad input ends in one line on stderr and exit code 2; a verdict other than correct, 1."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from kfuse.errors import UsageError
+
+EXIT_CORRECT, EXIT_VERDICT, EXIT_USAGE = 0, 1, 2
+
+
+def fail(message: str) -> None:
+    click.echo(f"kfuse: error: {message}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kfuse")
+def main() -> None:
+    """Fused custom-kernel replacements for PyTorch models, and an honest judge for them."""
+
+
+@main.command("check")
+@click.argument("problem", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("candidate", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
+@click.option("--trials", type=int, default=5, show_default=True, help="Correctness trials (at least 5).")
+@click.option("--timeout", type=float, default=300.0, show_default=True,
+              help="Wall-clock limit in seconds for the whole run, build included.")
+@click.option("--seed", type=int, default=None, help="Base seed (default: a fresh one each run).")
+@click.option("--compile-modes", default="default", show_default=True,
+              help="torch.compile modes to time against, comma-separated (e.g. default,max-autotune-no-cudagraphs);"
+                   " 'none' for none.")
+@click.option("--no-timing", is_flag=True, help="Check correctness only.")
+@click.option("--min-seconds", type=float, default=1.0, show_default=True,
+              help="Least measured time per contender.")
+@click.option("--memory-limit", "memory_limit_gb", type=float, default=None,
+              help="Host-memory cap for the worker in GiB (CPU target; default 3/4 of RAM).")
+@click.option("--all-trials", is_flag=True, help="Run every trial even after one fails.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the verdict as JSON (schema: docs/verdict.md).")
+def check_command(problem, candidate, device, trials, timeout, seed, compile_modes, no_timing, min_seconds,
+                  memory_limit_gb, all_trials, json_path):
+    """Judge CANDIDATE (a .py with ModelNew, or an answer .txt/.md) against PROBLEM (KernelBench format)."""
+    from rich.console import Console
+
+    from kfuse.judge import CheckOptions, check
+    from kfuse.report import print_verdict
+
+    modes = [] if compile_modes.strip().lower() == "none" else [m.strip() for m in compile_modes.split(",") if m]
+    options = CheckOptions(device=device, trials=trials, timeout=timeout, seed=seed, time=not no_timing,
+                           compile_modes=modes, min_seconds=min_seconds, memory_limit_gb=memory_limit_gb,
+                           all_trials=all_trials)
+    console = Console(stderr=True)
+    try:
+        with console.status("starting", spinner="dots") as status:
+            verdict = check(problem, candidate, options, on_stage=lambda stage: status.update(stage))
+    except UsageError as err:
+        fail(str(err))
+    print_verdict(verdict)
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(verdict, indent=2, default=str) + "\n")
+    sys.exit(EXIT_CORRECT if verdict["status"] == "correct" else EXIT_VERDICT)
+
+
+@main.command("extract")
+@click.argument("answer", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the code here (default: standard output).")
+def extract_command(answer, output):
+    """Take the final complete code block that defines class ModelNew out of an answer text."""
+    from kfuse.extract import ExtractionError, extract_code
+    from kfuse.loader import read_text
+
+    try:
+        found = extract_code(read_text(answer, "answer"))
+    except (UsageError, ExtractionError) as err:
+        fail(str(err))
+    click.echo(f"kfuse: {found.why}", err=True)
+    if output:
+        output.write_text(found.code)
+        click.echo(f"kfuse: wrote {output}", err=True)
+    else:
+        click.echo(found.code, nl=False)

@@ -1,0 +1,214 @@
+"""`kfuse check`: the verdict on one candidate, from the static check and an isolated worker.
+
+The parent never imports user code. It parses both files, applies the static rules, then runs `kfuse.worker` in
+a new process session with a wall-clock timeout (build included) and, on the CPU target, a cap on host memory.
+Whatever the worker does — segfault, illegal address, hang, OOM — the parent survives and turns it into a verdict.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import random
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from kfuse import __version__
+from kfuse.errors import UsageError
+from kfuse.extract import ExtractionError
+from kfuse.loader import check_problem_source, parse_python, read_candidate, top_level_names
+from kfuse.static import check_source
+
+STATUSES = ("correct", "incorrect", "compile_error", "crashed", "timeout", "rejected")
+SCHEMA = "kfuse.verdict/1"
+LOG_TAIL_CHARS = 4000
+
+
+@dataclass
+class CheckOptions:
+    device: str = "cuda"
+    trials: int = 5
+    timeout: float = 300.0
+    seed: int | None = None            # None: a fresh random base seed each run (recorded in the verdict)
+    time: bool = True                  # time the candidate when it is correct
+    compile_modes: list[str] = field(default_factory=lambda: ["default"])
+    warmup: int = 3
+    timing_trials: int = 30
+    min_seconds: float = 1.0
+    memory_limit_gb: float | None = None   # CPU target only; None: three quarters of physical memory
+    all_trials: bool = False           # keep going after the first failed trial
+
+
+def memory_cap_bytes(options: CheckOptions) -> int:
+    if options.memory_limit_gb is not None:
+        return int(options.memory_limit_gb * (1 << 30))
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 3 // 4)
+
+
+def declares_atomics(tree: ast.Module) -> bool:
+    """`USES_ATOMICS = True` at the top of a candidate allows run-to-run differences (atomic reductions)."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is True:
+            if any(isinstance(t, ast.Name) and t.id == "USES_ATOMICS" for t in node.targets):
+                return True
+    return False
+
+
+def new_verdict(problem: str, candidate: str, options: CheckOptions) -> dict:
+    return {
+        "schema": SCHEMA, "kfuse_version": __version__, "status": None, "reasons": [],
+        "problem": str(problem), "candidate": str(candidate), "extraction": None,
+        "options": asdict(options), "environment": None, "static": [], "stage": None, "build_s": None,
+        "kernelbench_pass": None, "trials": [], "timing": None, "error_log": None, "elapsed_s": None,
+    }
+
+
+def finish(verdict: dict, status: str, reasons: list[str], began: float) -> dict:
+    assert status in STATUSES, status
+    verdict["status"] = status
+    verdict["reasons"] = reasons
+    verdict["elapsed_s"] = round(time.perf_counter() - began, 3)
+    return verdict
+
+
+def check(problem: str | Path, candidate: str | Path, options: CheckOptions,
+          on_stage: Callable[[str], None] = lambda stage: None) -> dict:
+    """Judge `candidate` against `problem`. Raises UsageError for bad input; every other outcome is a verdict."""
+    began = time.perf_counter()
+    if options.trials < 5:
+        raise UsageError(f"--trials must be at least 5 (got {options.trials})")
+    problem_source = check_problem_source(problem)
+    del problem_source  # checked here, imported by the worker
+    if options.device not in ("cuda", "cpu"):
+        raise UsageError(f"--device must be cuda or cpu (got {options.device!r})")
+    if options.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("--device cuda was asked for, but no CUDA GPU is visible (use --device cpu)")
+    if options.seed is None:
+        options.seed = random.SystemRandom().randrange(1 << 30)
+    verdict = new_verdict(problem, candidate, options)
+
+    try:
+        source = read_candidate(candidate)
+    except ExtractionError as err:
+        return finish(verdict, "compile_error", [f"no code to judge: {err}"], began)
+    verdict["extraction"] = source.extraction
+    try:
+        tree = parse_python(source.code, str(candidate))
+    except SyntaxError as err:
+        return finish(verdict, "compile_error", [str(err)], began)
+    if "ModelNew" not in top_level_names(tree):
+        return finish(verdict, "rejected", ["the candidate does not define class ModelNew"], began)
+    findings = check_source(tree, options.device)
+    verdict["static"] = [f.to_dict() for f in findings]
+    errors = [f for f in findings if f.level == "error"]
+    if errors:
+        return finish(verdict, "rejected", [f"static check: {f}" for f in errors], began)
+
+    spec = {**asdict(options), "problem": str(Path(problem).resolve()), "candidate": str(Path(candidate).resolve()),
+            "candidate_code": source.code, "uses_atomics": declares_atomics(tree)}
+    status, reasons = run_worker(spec, options, verdict, on_stage)
+    if status == "usage":
+        raise UsageError(reasons[0] if reasons else "the problem could not be run")
+    return finish(verdict, status, reasons, began)
+
+
+SIGNAL_MEANING = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGABRT: "abort",
+                  signal.SIGFPE: "floating-point exception", signal.SIGILL: "illegal instruction",
+                  signal.SIGKILL: "killed, likely out of host memory"}
+
+
+def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Callable[[str], None]) -> tuple:
+    with tempfile.TemporaryDirectory(prefix="kfuse-check-") as tmp:
+        spec_path, events_path, log_path = (Path(tmp) / n for n in ("spec.json", "events.jsonl", "worker.log"))
+        spec_path.write_text(json.dumps(spec))
+        events_path.touch()
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        limit = None
+        if options.device == "cpu":
+            # Freed memory stays in the heap (not returned to the OS as fresh zero pages), so the NaN poisoning
+            # reaches the candidate's allocations; and the worker may not take the whole host.
+            env.update(MALLOC_MMAP_THRESHOLD_=str(1 << 30), MALLOC_TRIM_THRESHOLD_=str(1 << 62))
+            limit = memory_cap_bytes(options)
+        with open(log_path, "w") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "kfuse.worker", str(spec_path), str(events_path)],
+                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))) if limit else None)
+            timed_out = wait_with_stages(process, events_path, options.timeout, on_stage)
+        events = read_events(events_path)
+        log_text = log_path.read_text(errors="replace")
+
+    stages = [e["stage"] for e in events if e["event"] == "stage"]
+    verdict["stage"] = stages[-1] if stages else "starting the worker"
+    for e in events:
+        if e["event"] == "environment":
+            verdict["environment"] = {k: v for k, v in e.items() if k not in ("event", "t")}
+    outcome = next((e for e in reversed(events) if e["event"] == "outcome"), None)
+    if outcome:
+        report = outcome.get("report") or {}
+        verdict["build_s"] = report.get("build_s")
+        verdict["trials"] = report.get("trials", [])
+        verdict["kernelbench_pass"] = report.get("kernelbench_pass")
+        verdict["timing"] = report.get("timing")
+    if timed_out:
+        verdict["error_log"] = log_text[-LOG_TAIL_CHARS:]
+        return "timeout", [f"timed out after {options.timeout:g} s while {verdict['stage']} (build included "
+                           f"in the limit)"]
+    if outcome is None:
+        verdict["error_log"] = log_text[-LOG_TAIL_CHARS:]
+        code = process.returncode
+        if code < 0:
+            sig = signal.Signals(-code)
+            return "crashed", [f"the worker died with {sig.name} ({SIGNAL_MEANING.get(sig, 'signal')}) while "
+                               f"{verdict['stage']}"]
+        return "crashed", [f"the worker exited with code {code} while {verdict['stage']}"]
+    status = outcome["status"]
+    if status == "judge_error":
+        verdict["error_log"] = log_text[-LOG_TAIL_CHARS:]
+        return "crashed", outcome["reasons"] + ["(the judge itself failed here: please report this with the log)"]
+    if status in ("compile_error", "crashed"):
+        verdict["error_log"] = log_text[-LOG_TAIL_CHARS:]
+    return status, outcome["reasons"]
+
+
+def wait_with_stages(process: subprocess.Popen, events_path: Path, timeout: float,
+                     on_stage: Callable[[str], None]) -> bool:
+    """Wait for the worker, passing each new stage to `on_stage`. True if it had to be killed at the timeout."""
+    deadline = time.monotonic() + timeout
+    seen = 0
+    while True:
+        try:
+            process.wait(timeout=0.2)
+            return False
+        except subprocess.TimeoutExpired:
+            pass
+        events = read_events(events_path)
+        for e in events[seen:]:
+            if e["event"] == "stage":
+                on_stage(e["stage"])
+        seen = len(events)
+        if time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)  # the whole session: compilers and ninja too
+            process.wait()
+            return True
+
+
+def read_events(path: Path) -> list[dict]:
+    events = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut short by a crash mid-write
+            continue
+    return events

@@ -1,0 +1,97 @@
+"""The roofline floor: the least time a problem can take on this device (DESIGN.md §4 and §6).
+
+bytes: each input, parameter and output moved once; FLOPs: counted by torch's FlopCounterMode on the reference
+(matmuls and convolutions; pointwise work is bandwidth-bound anyway). The device's ceilings (copy bandwidth and
+matmul rates) are measured once per device and torch version and cached in ~/.cache/kfuse/ceilings.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from kfuse.compare import leaves
+from kfuse.timing import TimingPlan, time_interleaved
+
+CACHE = Path(os.environ.get("KFUSE_CACHE", Path.home() / ".cache" / "kfuse")) / "ceilings.json"
+
+
+def count_bytes(model: torch.nn.Module, inputs: list, outputs) -> int:
+    tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+    tensors += list(model.parameters()) + list(model.buffers())
+    tensors += [t for _, t in leaves(outputs) if isinstance(t, torch.Tensor)]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def count_flops(model: torch.nn.Module, inputs: list) -> int:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(*inputs)
+    return int(counter.get_total_flops())
+
+
+def device_key(device: torch.device) -> str:
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu-{os.cpu_count()}cores"
+    return f"{name} | torch {torch.__version__}"
+
+
+def measure_ceilings(device: torch.device) -> dict:
+    """Copy bandwidth (bytes read + written per second) and matmul rates (FLOP/s) on this device."""
+    cuda = device.type == "cuda"
+    n = (1 << 28) if cuda else (1 << 24)  # 1 GiB of fp32 on the GPU, 64 MiB on the CPU
+    src = torch.rand(n, device=device)
+    dst = torch.empty_like(src)
+    size = 8192 if cuda else 1024
+    a = torch.rand(size, size, device=device)
+    b = torch.rand(size, size, device=device)
+    plan = TimingPlan(warmup=2, min_trials=10, min_seconds=0.2, max_wall_seconds=10)
+
+    def matmul_with_tf32(allow: bool):
+        def run():
+            old = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = allow
+            torch.mm(a, b)
+            torch.backends.cuda.matmul.allow_tf32 = old
+        return run
+
+    contenders = {"copy": lambda: dst.copy_(src), "fp32": matmul_with_tf32(False)}
+    if cuda:
+        ah, bh = a.bfloat16(), b.bfloat16()
+        contenders["tf32"] = matmul_with_tf32(True)
+        contenders["bf16"] = lambda: torch.mm(ah, bh)
+    times = time_interleaved(contenders, device, plan)
+    flops = 2 * size ** 3
+    ceilings = {"copy_bytes_per_s": 2 * n * 4 / (times["copy"]["median_ms"] / 1e3)}
+    for unit in ("fp32", "tf32", "bf16"):
+        if unit in times:
+            ceilings[f"{unit}_flop_per_s"] = flops / (times[unit]["median_ms"] / 1e3)
+    return ceilings
+
+
+def device_ceilings(device: torch.device) -> dict:
+    key = device_key(device)
+    cached = json.loads(CACHE.read_text()) if CACHE.exists() else {}
+    if key not in cached:
+        cached[key] = measure_ceilings(device)
+        CACHE.parent.mkdir(parents=True, exist_ok=True)
+        CACHE.write_text(json.dumps(cached, indent=2))
+    return {"device": key, **cached[key]}
+
+
+def floor(bytes_moved: int, flops: int, ceilings: dict, dtype: torch.dtype) -> dict:
+    """The floor in ms, with the fastest unit the precision policy allows doing the arithmetic.
+
+    fp32 problems may legally run matmuls as 3xTF32 and convolutions in TF32, so the TF32 rate bounds them; it
+    is a floor, so the generous ceiling is the right one.
+    """
+    unit = "bf16" if dtype in (torch.float16, torch.bfloat16) else "tf32"
+    rate = ceilings.get(f"{unit}_flop_per_s") or ceilings.get("fp32_flop_per_s")
+    bytes_ms = bytes_moved / ceilings["copy_bytes_per_s"] * 1e3
+    flops_ms = flops / rate * 1e3 if rate else 0.0
+    return {"bytes": bytes_moved, "flops": flops, "bytes_ms": bytes_ms, "flops_ms": flops_ms,
+            "floor_ms": max(bytes_ms, flops_ms), "bound": "memory" if bytes_ms >= flops_ms else "compute"}

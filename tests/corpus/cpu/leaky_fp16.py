@@ -1,0 +1,59 @@
+"""Computes in half precision: each value is rounded to c10::Half, LeakyReLU is done in Half
+arithmetic and the result widened back to float. Errors of about 1e-3 on typical values.
+
+Expected verdict: incorrect (mismatch).
+"""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <torch/extension.h>
+
+torch::Tensor leaky_relu(torch::Tensor x, double negative_slope) {
+    TORCH_CHECK(x.device().is_cpu(), "x must be a CPU tensor");
+    TORCH_CHECK(x.scalar_type() == torch::kFloat32, "x must be float32");
+    TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
+    auto out = torch::empty_like(x);
+    const float* src = x.data_ptr<float>();
+    float* dst = out.data_ptr<float>();
+    const c10::Half slope = static_cast<c10::Half>(static_cast<float>(negative_slope));
+    const c10::Half zero = static_cast<c10::Half>(0.0f);
+    const int64_t n = x.numel();
+    for (int64_t i = 0; i < n; ++i) {
+        const c10::Half h = static_cast<c10::Half>(src[i]);
+        const c10::Half r = h > zero ? h : static_cast<c10::Half>(h * slope);
+        dst[i] = static_cast<float>(r);
+    }
+    return out;
+}
+"""
+
+module = load_inline(
+    name="corpus_cpu_leaky_fp16",
+    cpp_sources=cpp_source,
+    functions=["leaky_relu"],
+    verbose=False,
+    extra_cflags=["-O2"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, negative_slope: float = 0.01):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return module.leaky_relu(x.contiguous(), self.negative_slope)
+
+
+batch_size = 263
+dim = 1031
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return [0.01]

@@ -1,0 +1,49 @@
+"""Writes nothing: the extension returns torch::empty_like(x) untouched, so the result is
+whatever memory the allocator handed out (NaN once the judge has poisoned it).
+
+Expected verdict: incorrect (nan).
+"""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <torch/extension.h>
+
+torch::Tensor leaky_relu(torch::Tensor x, double negative_slope) {
+    TORCH_CHECK(x.device().is_cpu(), "x must be a CPU tensor");
+    TORCH_CHECK(x.scalar_type() == torch::kFloat32, "x must be float32");
+    TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
+    (void)negative_slope;
+    return torch::empty_like(x);
+}
+"""
+
+module = load_inline(
+    name="corpus_cpu_leaky_unwritten",
+    cpp_sources=cpp_source,
+    functions=["leaky_relu"],
+    verbose=False,
+    extra_cflags=["-O2"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, negative_slope: float = 0.01):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return module.leaky_relu(x.contiguous(), self.negative_slope)
+
+
+batch_size = 263
+dim = 1031
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return [0.01]
