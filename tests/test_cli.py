@@ -1,0 +1,113 @@
+"""The command line: exit codes, the JSON file, and one clear line (never a traceback) for bad input."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CORPUS, PROBLEMS
+
+LEAKY = PROBLEMS / "leaky_relu.py"
+HONEST = CORPUS / "cpu" / "leaky_honest.py"
+
+
+def kfuse(*args, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kfuse", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess, *words: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kfuse: error:"), done.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_missing_files(tmp_path):
+    assert_one_line_error(kfuse("check", tmp_path / "nope.py", HONEST, "--device", "cpu"), "not found")
+    assert_one_line_error(kfuse("check", LEAKY, tmp_path / "nope.py", "--device", "cpu"), "not found")
+
+
+def test_problem_with_a_syntax_error(tmp_path):
+    bad = write(tmp_path, "bad.py", "class Model(:\n")
+    assert_one_line_error(kfuse("check", bad, HONEST, "--device", "cpu"), "syntax error", ":1")
+
+
+def test_problem_missing_get_inputs(tmp_path):
+    text = LEAKY.read_text().replace("def get_inputs", "def make_inputs")
+    assert_one_line_error(kfuse("check", write(tmp_path, "p.py", text), HONEST, "--device", "cpu"), "get_inputs")
+
+
+def test_get_inputs_returning_something_else(tmp_path, built_cpu_corpus):
+    text = LEAKY.read_text().replace("return [torch.randn(batch_size, dim)]", "return ['not a tensor']")
+    problem = write(tmp_path, "leaky_relu.py", text)
+    assert_one_line_error(kfuse("check", problem, HONEST, "--device", "cpu"), "get_inputs", "str")
+
+
+def test_cuda_asked_for_but_absent():
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert_one_line_error(kfuse("check", LEAKY, HONEST, "--device", "cuda"), "no CUDA GPU")
+
+
+def test_too_few_trials():
+    assert_one_line_error(kfuse("check", LEAKY, HONEST, "--device", "cpu", "--trials", "3"), "at least 5")
+
+
+def test_candidate_syntax_error_is_a_compile_error_verdict(tmp_path):
+    bad = write(tmp_path, "cand.py", "class ModelNew(:\n")
+    out = tmp_path / "v.json"
+    done = kfuse("check", LEAKY, bad, "--device", "cpu", "--json", out)
+    assert done.returncode == 1
+    verdict = json.loads(out.read_text())
+    assert verdict["status"] == "compile_error" and "syntax error" in verdict["reasons"][0]
+
+
+def test_candidate_without_model_new_is_rejected(tmp_path):
+    cand = write(tmp_path, "cand.py", "import torch\nclass Model(torch.nn.Module):\n    x = 1\n")
+    out = tmp_path / "v.json"
+    assert kfuse("check", LEAKY, cand, "--device", "cpu", "--json", out).returncode == 1
+    assert json.loads(out.read_text())["status"] == "rejected"
+
+
+def test_correct_candidate_exits_zero_and_writes_the_schema(tmp_path, built_cpu_corpus):
+    out = tmp_path / "v.json"
+    done = kfuse("check", LEAKY, HONEST, "--device", "cpu", "--compile-modes", "none", "--min-seconds", "0.05",
+                 "--json", out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    verdict = json.loads(out.read_text())
+    assert verdict["schema"] == "kfuse.verdict/1"
+    assert verdict["status"] == "correct" and verdict["reasons"] == []
+    assert set(verdict["timing"]["stats"]) == {"candidate", "eager"}
+    assert "CORRECT" in done.stdout
+
+
+def test_answer_text_is_extracted_then_judged(tmp_path, built_cpu_corpus):
+    answer = "Here is a draft:\n```python\nclass ModelNew: ...\n```\nFinal:\n```python\n" + HONEST.read_text() \
+        + "```\nAnd a cut-off retry:\n```python\nclass ModelNew(\n"
+    out = tmp_path / "v.json"
+    done = kfuse("check", LEAKY, write(tmp_path, "answer.md", answer), "--device", "cpu", "--no-timing",
+                 "--json", out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(out.read_text())["extraction"]["block"] == 2
+
+
+def test_extract_command(tmp_path):
+    answer = write(tmp_path, "a.txt", "```python\nclass ModelNew:\n    x = 1\n```\n")
+    target = tmp_path / "m.py"
+    done = kfuse("extract", answer, "-o", target)
+    assert done.returncode == 0 and target.read_text() == "class ModelNew:\n    x = 1\n"
+    assert_one_line_error(kfuse("extract", write(tmp_path, "b.txt", "no code here\n")), "no fenced code blocks")
