@@ -27,7 +27,10 @@ def _parity_line(trials: list[dict]) -> str | None:
 
 
 def print_verdict(verdict: dict, console: Console | None = None) -> None:
-    console = console or Console(stderr=False, highlight=False)
+    if console is None:
+        console = Console(highlight=False)
+        if not console.is_terminal:
+            console.width = 120  # logs and pipes: long reasons stay on one line
     env = verdict.get("environment") or {}
     where = f"{env.get('name', verdict['options']['device'])}, torch {env.get('torch', '?')}" if env else \
         verdict["options"]["device"]
