@@ -136,9 +136,10 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         limit = None
         if options.device == "cpu":
-            # Freed memory stays in the heap (not returned to the OS as fresh zero pages), so the NaN poisoning
-            # reaches the candidate's allocations; and the worker may not take the whole host.
-            env.update(MALLOC_MMAP_THRESHOLD_=str(1 << 30), MALLOC_TRIM_THRESHOLD_=str(1 << 62))
+            # Blocks up to 32 MiB (glibc's largest mmap threshold) come from the heap and freed ones stay there,
+            # not returned to the OS as fresh zero pages, so the NaN poisoning reaches the candidate's
+            # allocations; and the worker may not take the whole host.
+            env.update(MALLOC_MMAP_THRESHOLD_=str(32 << 20), MALLOC_TRIM_THRESHOLD_=str(1 << 40))
             limit = memory_cap_bytes(options)
         with open(log_path, "w") as log:
             process = subprocess.Popen(

@@ -45,6 +45,14 @@ class Events:
         self.emit("stage", stage=name)
 
 
+TRIAL_KINDS = {
+    "determinism": "fresh inputs, run twice",
+    "reweighted": "weights re-randomised after construction",
+    "refill": "same input tensors refilled in place",
+    "fresh": "fresh inputs",
+}
+
+
 def trial_plan(n: int) -> list[str]:
     """What each trial checks besides fresh inputs: bitwise determinism, weights re-randomised after
     construction (twice), and the same input tensors refilled in place."""
@@ -214,6 +222,7 @@ class Judgement:
 
         Copies are made just before they are needed and freed right after: with 6 GB inputs the peak matters."""
         pristine = [clone_value(v) for v in inputs]
+        self.poison_sizes.update(v.numel() * v.element_size() for v in inputs if isinstance(v, torch.Tensor))
         out_cand = self.call_candidate(inputs, seed, stage)
 
         ref_inputs = [clone_value(v) for v in pristine]
@@ -361,7 +370,8 @@ class Judgement:
                     break
         self.report["kernelbench_pass"] = all(t.get("kernelbench_pass", False) for t in self.report["trials"])
         if failed:
-            reasons = [f"trial {failed['trial']} ({failed['kind']}): {p}" for p in failed["problems"]]
+            what = TRIAL_KINDS[failed["kind"]]
+            reasons = [f"trial {failed['trial']} ({what}): {p}" for p in failed["problems"]]
             raise Outcome("incorrect", *reasons)
         if self.spec["time"]:
             self.report["timing"] = self.time_models()

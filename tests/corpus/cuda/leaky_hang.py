@@ -1,0 +1,77 @@
+"""Never returns: the kernel spins on a volatile __device__ flag that nothing ever writes,
+and the host wrapper then waits for it with cudaDeviceSynchronize (holding the GIL).
+
+Expected verdict: timeout.
+"""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = "torch::Tensor leaky_relu(torch::Tensor x, double negative_slope);"
+
+cuda_source = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+__device__ int release_flag = 0;  // nothing ever writes this
+
+__global__ void leaky_relu_kernel(const float* __restrict__ x, float* __restrict__ out,
+                                  float slope, int64_t n) {
+    volatile int* flag = &release_flag;
+    while (*flag == 0) {
+    }
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float v = x[i];
+        out[i] = v > 0.0f ? v : v * slope;
+    }
+}
+
+torch::Tensor leaky_relu(torch::Tensor x, double negative_slope) {
+    TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
+    TORCH_CHECK(x.scalar_type() == torch::kFloat32, "x must be float32");
+    TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
+    const c10::cuda::CUDAGuard guard(x.device());
+    auto out = torch::empty_like(x);
+    const int64_t n = x.numel();
+    const int threads = 256;
+    const int blocks = (int)std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 65535));
+    leaky_relu_kernel<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        x.data_ptr<float>(), out.data_ptr<float>(), static_cast<float>(negative_slope), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    C10_CUDA_CHECK(cudaDeviceSynchronize());  // waits forever
+    return out;
+}
+"""
+
+module = load_inline(
+    name="corpus_cuda_leaky_hang",
+    cpp_sources=cpp_source,
+    cuda_sources=cuda_source,
+    functions=["leaky_relu"],
+    verbose=False,
+    extra_cflags=["-O2"],
+    extra_cuda_cflags=["-O2"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, negative_slope: float = 0.01):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return module.leaky_relu(x.contiguous(), self.negative_slope)
+
+
+batch_size = 263
+dim = 1031
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return [0.01]
