@@ -1,6 +1,7 @@
-"""Caches outputs by input pointer: a correct kernel, but forward remembers (x.data_ptr(), shape)
-and hands back the stored result when it sees the same storage again, so an input refilled
-in place gets the stale answer.
+"""Caches outputs by input pointer: a correct kernel, but forward remembers (x.data_ptr(), shape),
+keeps the input alive in its cache, and hands back the stored result whenever the same
+storage comes back, so an input refilled in place gets the stale answer. (Holding the input
+keeps its address from being reused by a fresh tensor: only the in-place refill trips it.)
 
 Expected verdict: incorrect (refill).
 """
@@ -46,8 +47,8 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         key = (x.data_ptr(), tuple(x.shape))
         if key not in self.cache:
-            self.cache[key] = module.leaky_relu(x.contiguous(), self.negative_slope)
-        return self.cache[key]
+            self.cache[key] = (x, module.leaky_relu(x.contiguous(), self.negative_slope))
+        return self.cache[key][1]
 
 
 batch_size = 263

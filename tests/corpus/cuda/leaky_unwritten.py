@@ -1,6 +1,6 @@
-"""Writes nothing: the wrapper launches no kernel and returns torch::empty_like(x) untouched,
-so the result is whatever the caching allocator handed out (NaN once the judge has
-poisoned it).
+"""Writes nothing: the wrapper allocates torch::empty_like(x) and launches a kernel that
+returns at once without storing anything, so the result is whatever the caching allocator
+handed out (NaN once the judge has poisoned it).
 
 Expected verdict: incorrect (nan).
 """
@@ -15,13 +15,27 @@ cuda_source = r"""
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
+__global__ void leaky_relu_kernel(const float* __restrict__ x, float* __restrict__ out,
+                                  float slope, int64_t n) {
+    return;  // forgets to compute: out is never written
+}
+
 torch::Tensor leaky_relu(torch::Tensor x, double negative_slope) {
     TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
     TORCH_CHECK(x.scalar_type() == torch::kFloat32, "x must be float32");
     TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
-    (void)negative_slope;
     const c10::cuda::CUDAGuard guard(x.device());
-    return torch::empty_like(x);
+    auto out = torch::empty_like(x);
+    const int64_t n = x.numel();
+    if (n == 0) {
+        return out;
+    }
+    const int threads = 256;
+    const int blocks = (int)std::min<int64_t>((n + threads - 1) / threads, 65535);
+    leaky_relu_kernel<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        x.data_ptr<float>(), out.data_ptr<float>(), static_cast<float>(negative_slope), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
 }
 """
 
