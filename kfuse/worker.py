@@ -275,7 +275,7 @@ class Judgement:
                     old.copy_(new)
             before = len(trial["problems"])
             self.check_call(trial, inputs, seed, f"{label}, refilled in place")
-            trial["problems"][before:] = [f"after refilling the same input tensors in place: {p}"
+            trial["problems"][before:] = [f"second call, on the refilled tensors: {p}"
                                           for p in trial["problems"][before:]]
         elif kind == "determinism" and not trial["problems"]:
             for old, saved in zip(inputs, pristine):
