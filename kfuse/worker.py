@@ -25,6 +25,9 @@ from kfuse.loader import import_from_source
 from kfuse.timing import TimingPlan, time_interleaved
 
 
+FLOOR_MARGIN = 0.9
+
+
 class Outcome(Exception):
     """Ends the run with a status (or a usage error) and reasons."""
 
@@ -189,11 +192,15 @@ class Judgement:
 
         Blocks sized like the inputs and outputs, allocated, filled and freed: the allocator hands them out again."""
         for nbytes in sorted(self.poison_sizes, reverse=True):
-            blocks = [torch.empty(max(nbytes // 4, 1), dtype=torch.float32, device=self.device) for _ in range(2)]
-            for b in blocks:
-                b.fill_(float("nan"))
+            # The CUDA caching allocator hands a freed block of the same size straight back; glibc is less
+            # predictable, so the CPU target poisons a few blocks of each size.
+            copies = 1 if self.device.type == "cuda" else 3
+            blocks = [torch.empty(max(nbytes // 4, 1), dtype=torch.float32, device=self.device)
+                      for _ in range(copies)]
+            for block in blocks:
+                block.fill_(float("nan"))
             synchronize(self.device)
-            del blocks
+            del blocks, block
 
     def call_candidate(self, inputs: list, seed: int, stage: str):
         self.events.stage(stage)
@@ -269,8 +276,8 @@ class Judgement:
 
         if kind == "refill":
             # Same tensor objects, new values: a cache keyed on pointers or shapes returns stale results.
-            fresh = self.make_inputs(seed + 10_000)
-            for old, new in zip(inputs, fresh):
+            del pristine, out_first  # the memory peak matters with 6 GB inputs
+            for old, new in zip(inputs, self.make_inputs(seed + 10_000)):
                 if isinstance(old, torch.Tensor):
                     old.copy_(new)
             before = len(trial["problems"])
@@ -341,9 +348,11 @@ class Judgement:
         cand = stats["candidate"]["median_ms"]
         speedups = {f"vs_{name}": stats[name]["median_ms"] / cand for name in stats if name != "candidate"}
         flags = []
-        if cand < bound["floor_ms"]:
-            flags.append(f"the candidate's median {cand:.4g} ms is below the roofline floor {bound['floor_ms']:.4g} ms"
-                         f": it cannot have done all the work in the timed region (side stream? skipped work?)")
+        # The copy ceiling is torch's own copy kernel at its best; a kernel may beat it by a few percent, not 10%.
+        if cand < FLOOR_MARGIN * bound["floor_ms"]:
+            flags.append(f"the candidate's median {cand:.4g} ms is more than {1 - FLOOR_MARGIN:.0%} below the roofline "
+                         f"floor {bound['floor_ms']:.4g} ms: it cannot have done all the work in the timed region "
+                         f"(side stream? skipped work?)")
         for name, ratio in speedups.items():
             if ratio > 10:
                 flags.append(f"speedup {ratio:.1f}x {name.replace('_', ' ')} is above 10x: check what the "

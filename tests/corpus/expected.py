@@ -3,7 +3,7 @@
 Both targets hold a file of each name under cpu/ and cuda/; the CUDA-only entries are marked.
 """
 
-# name: (problem, expected status, a word the reasons must contain, targets)
+# name: (problem, expected status, a word the reasons must contain ("a|b": either), targets)
 BOTH = ("cpu", "cuda")
 CORPUS = {
     "leaky_honest": ("leaky_relu", "correct", "", BOTH),
@@ -11,7 +11,9 @@ CORPUS = {
     "leaky_pointer_cache": ("leaky_relu", "incorrect", "refill", BOTH),
     "leaky_writes_input": ("leaky_relu", "incorrect", "input", BOTH),
     "leaky_first_row": ("leaky_relu", "incorrect", "mismatch", BOTH),
-    "leaky_unwritten": ("leaky_relu", "incorrect", "nan", BOTH),
+    # NaN when the poisoned memory is what the allocator hands out (always on CUDA; glibc, on the CPU target,
+    # sometimes picks another free chunk, and the stale values there fail as a mismatch).
+    "leaky_unwritten": ("leaky_relu", "incorrect", "nan|mismatch", BOTH),
     "linear_snapshot": ("linear_relu", "incorrect", "re-randomised", BOTH),
     "leaky_fp16": ("leaky_relu", "incorrect", "mismatch", BOTH),
     "leaky_truncated_mantissa": ("leaky_relu", "incorrect", "precision", BOTH),
