@@ -12,12 +12,13 @@ import json
 import os
 import random
 import resource
+import secrets
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -85,8 +86,7 @@ def check(problem: str | Path, candidate: str | Path, options: CheckOptions,
     began = time.perf_counter()
     if options.trials < 5:
         raise UsageError(f"--trials must be at least 5 (got {options.trials})")
-    problem_source = check_problem_source(problem)
-    del problem_source  # checked here, imported by the worker
+    check_problem_source(problem)  # parsed here, imported by the worker
     if options.device not in ("cuda", "cpu"):
         raise UsageError(f"--device must be cuda or cpu (got {options.device!r})")
     if options.device == "cuda":
@@ -95,7 +95,7 @@ def check(problem: str | Path, candidate: str | Path, options: CheckOptions,
         if not torch.cuda.is_available():
             raise UsageError("--device cuda was asked for, but no CUDA GPU is visible (use --device cpu)")
     if options.seed is None:
-        options.seed = random.SystemRandom().randrange(1 << 30)
+        options = replace(options, seed=random.SystemRandom().randrange(1 << 30))
     verdict = new_verdict(problem, candidate, options)
 
     try:
@@ -105,11 +105,14 @@ def check(problem: str | Path, candidate: str | Path, options: CheckOptions,
     verdict["extraction"] = source.extraction
     try:
         tree = parse_python(source.code, str(candidate))
+        findings = check_source(tree, options.device)
     except SyntaxError as err:
         return finish(verdict, "compile_error", [str(err)], began)
+    except (RecursionError, MemoryError, ValueError) as err:  # absurdly nested or huge sources
+        return finish(verdict, "compile_error", [f"the candidate's source cannot be analysed "
+                                                 f"({type(err).__name__})"], began)
     if "ModelNew" not in top_level_names(tree):
         return finish(verdict, "rejected", ["the candidate does not define class ModelNew"], began)
-    findings = check_source(tree, options.device)
     verdict["static"] = [f.to_dict() for f in findings]
     errors = [f for f in findings if f.level == "error"]
     if errors:
@@ -144,17 +147,22 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
         with open(log_path, "w") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "kfuse.worker", str(spec_path), str(events_path)],
-                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                 preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))) if limit else None)
-            timed_out = wait_with_stages(process, events_path, options.timeout, on_stage)
-        events = read_events(events_path)
+            # The token marks the trusted worker's lines: the candidate's process can find the events file,
+            # never the token (it was read from a pipe before the candidate started).
+            token = secrets.token_hex(16)
+            process.stdin.write(f"{token}\n".encode())
+            process.stdin.close()
+            timed_out = wait_with_stages(process, events_path, token, options.timeout, on_stage)
+        events = read_events(events_path, token)
         log_text = log_path.read_text(errors="replace")
 
     stages = [e["stage"] for e in events if e["event"] == "stage"]
     verdict["stage"] = stages[-1] if stages else "starting the worker"
     for e in events:
         if e["event"] == "environment":
-            verdict["environment"] = {k: v for k, v in e.items() if k not in ("event", "t")}
+            verdict["environment"] = {k: v for k, v in e.items() if k not in ("event", "t", "token")}
     outcome = next((e for e in reversed(events) if e["event"] == "outcome"), None)
     if outcome:
         report = outcome.get("report") or {}
@@ -183,7 +191,7 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
     return status, outcome["reasons"]
 
 
-def wait_with_stages(process: subprocess.Popen, events_path: Path, timeout: float,
+def wait_with_stages(process: subprocess.Popen, events_path: Path, token: str, timeout: float,
                      on_stage: Callable[[str], None]) -> bool:
     """Wait for the worker, passing each new stage to `on_stage`. True if it had to be killed at the timeout."""
     deadline = time.monotonic() + timeout
@@ -194,7 +202,7 @@ def wait_with_stages(process: subprocess.Popen, events_path: Path, timeout: floa
             return False
         except subprocess.TimeoutExpired:
             pass
-        events = read_events(events_path)
+        events = read_events(events_path, token)
         for e in events[seen:]:
             if e["event"] == "stage":
                 on_stage(e["stage"])
@@ -205,11 +213,13 @@ def wait_with_stages(process: subprocess.Popen, events_path: Path, timeout: floa
             return True
 
 
-def read_events(path: Path) -> list[dict]:
+def read_events(path: Path, token: str) -> list[dict]:
     events = []
     for line in path.read_text(errors="replace").splitlines():
         try:
-            events.append(json.loads(line))
+            event = json.loads(line)
         except json.JSONDecodeError:  # a line cut short by a crash mid-write
             continue
+        if isinstance(event, dict) and event.get("token") == token:
+            events.append(event)
     return events

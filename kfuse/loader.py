@@ -42,15 +42,16 @@ def top_level_names(tree: ast.Module) -> set[str]:
     for node in tree.body:
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
     return names
 
 
-def check_problem_source(path: str | Path) -> str:
-    """The problem file's text, after checking it parses and defines what the format asks for."""
+def check_problem_source(path: str | Path) -> None:
+    """Check that the problem file parses and defines what the format asks for (UsageError if not)."""
     source = read_text(path, "problem")
     try:
         tree = parse_python(source, str(path))
@@ -59,7 +60,6 @@ def check_problem_source(path: str | Path) -> str:
     missing = [n for n in PROBLEM_NAMES if n not in top_level_names(tree)]
     if missing:
         raise UsageError(f"problem {path} does not define {', '.join(missing)} (KernelBench format)")
-    return source
 
 
 @dataclass(frozen=True)

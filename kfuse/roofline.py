@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from kfuse.compare import leaves
+from kfuse.problem import L2Flush, time_one_call
 from kfuse.timing import TimingPlan, time_interleaved
 
 CEILINGS_VERSION = "ceilings/2"  # bump when the measurement changes, so cached values are measured again
@@ -50,7 +51,12 @@ def measure_ceilings(device: torch.device) -> dict:
     size = 8192 if cuda else 1024
     a = torch.rand(size, size, device=device)
     b = torch.rand(size, size, device=device)
-    plan = TimingPlan(warmup=2, min_trials=10, min_seconds=0.2, max_wall_seconds=10)
+    plan = TimingPlan(min_trials=10, min_seconds=0.2, max_wall_seconds=10)
+    flush = L2Flush(device)
+
+    def timed(fn):
+        fn()  # warm-up
+        return lambda _round: time_one_call(fn, device, flush)[0]
 
     def matmul_with_tf32(allow: bool):
         def run():
@@ -60,12 +66,12 @@ def measure_ceilings(device: torch.device) -> dict:
             torch.backends.cuda.matmul.allow_tf32 = old
         return run
 
-    contenders = {"copy": lambda: dst.copy_(src), "fp32": matmul_with_tf32(False)}
+    contenders = {"copy": timed(lambda: dst.copy_(src)), "fp32": timed(matmul_with_tf32(False))}
     if cuda:
         ah, bh = a.bfloat16(), b.bfloat16()
-        contenders["tf32"] = matmul_with_tf32(True)
-        contenders["bf16"] = lambda: torch.mm(ah, bh)
-    times = time_interleaved(contenders, device, plan)
+        contenders["tf32"] = timed(matmul_with_tf32(True))
+        contenders["bf16"] = timed(lambda: torch.mm(ah, bh))
+    times = time_interleaved(contenders, plan)
     flops = 2 * size ** 3
     # Ceilings from the fastest trial: the floor must stay below what a good kernel reaches.
     ceilings = {"copy_bytes_per_s": 2 * n * 4 / (times["copy"]["min_ms"] / 1e3)}
@@ -77,11 +83,16 @@ def measure_ceilings(device: torch.device) -> dict:
 
 def device_ceilings(device: torch.device) -> dict:
     key = device_key(device)
-    cached = json.loads(CACHE.read_text()) if CACHE.exists() else {}
+    try:
+        cached = json.loads(CACHE.read_text()) if CACHE.exists() else {}
+    except json.JSONDecodeError:
+        cached = {}
     if key not in cached:
         cached[key] = measure_ceilings(device)
         CACHE.parent.mkdir(parents=True, exist_ok=True)
-        CACHE.write_text(json.dumps(cached, indent=2))
+        partial = CACHE.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(cached, indent=2))
+        os.replace(partial, CACHE)  # two checks at once never leave a half-written file
     return {"device": key, **cached[key]}
 
 

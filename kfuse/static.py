@@ -14,6 +14,11 @@ from dataclasses import asdict, dataclass
 from kfuse.loader import top_level_names
 
 FORBIDDEN_MODULES = {"threading", "_thread", "multiprocessing", "concurrent", "asyncio"}
+# Reaching into the interpreter: a kernel never needs these, a candidate faking its timings does.
+INTROSPECTION_MODULES = {"inspect", "gc", "ctypes", "importlib", "builtins", "__main__", "kfuse"}
+INTROSPECTION_CALLS = {"exec", "eval", "compile", "__import__", "globals", "vars", "breakpoint"}
+INTROSPECTION_ATTRS = re.compile(r"^sys\.(modules|_getframe|settrace|setprofile|meta_path|path_hooks)")
+LOAD_INLINE = "torch.utils.cpp_extension.load_inline"
 PATCHABLE_ROOTS = {"torch", "time"}
 
 # Stream APIs in Python (dotted names) and in C++/CUDA source strings: work on a side stream escapes the
@@ -27,6 +32,7 @@ PLUMBING = {
     "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
     "tensor", "as_tensor", "Size", "device", "dtype", "is_tensor", "numel", "broadcast_shapes", "finfo", "iinfo",
 }
+TORCH_CONTAINERS = {"Parameter", "ParameterList", "ParameterDict", "ModuleList", "ModuleDict", "Identity"}
 TENSOR_COMPUTE_METHODS = {
     "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "clamp", "clamp_min", "clamp_max", "sum",
     "mean", "max", "min", "amax", "amin", "argmax", "argmin", "prod", "softmax", "log_softmax", "matmul", "mm",
@@ -47,6 +53,14 @@ class Finding:
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.message}"
+
+
+CXX_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def strip_cxx_comments(text: str) -> str:
+    """C++ source without its comments, newlines kept so line numbers still count."""
+    return CXX_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
 
 
 def dotted_name(node: ast.AST) -> str | None:
@@ -109,6 +123,8 @@ class _Checker(ast.NodeVisitor):
         root = module.split(".")[0]
         if root in FORBIDDEN_MODULES:
             self.error("concurrency", node, f"imports {module}: threads and processes are not allowed")
+        if root in INTROSPECTION_MODULES:
+            self.error("introspection", node, f"imports {module}: reaching into the interpreter is not allowed")
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -131,6 +147,12 @@ class _Checker(ast.NodeVisitor):
         name = self.resolve(dotted_name(node))
         if name and PY_STREAM_NAMES.search(name):
             self.error("side-stream", node, f"uses {name}: CUDA streams other than the current one are not allowed")
+        if name and INTROSPECTION_ATTRS.match(name):
+            self.error("introspection", node, f"uses {name}: reaching into the interpreter is not allowed")
+        self.generic_visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self.aliases.pop(node.name, None)  # a local `def load_inline` is not torch's
         self.generic_visit(node)
 
     def _check_patch_target(self, target: ast.AST) -> None:
@@ -142,6 +164,16 @@ class _Checker(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self._check_patch_target(target)
+            if isinstance(target, ast.Subscript):  # vars(torch)["randn"] = ..., torch.__dict__[...] = ...
+                root = self.resolve(dotted_name(target.value)) or ""
+                if root.split(".")[0] in PATCHABLE_ROOTS:
+                    self.error("patching", target, f"assigns into {root}: patching torch or time is not allowed")
+        # `F = torch.nn.functional` binds an alias just like an import does
+        value = self.resolve(dotted_name(node.value))
+        if value and value.split(".")[0] in ("torch", "time"):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.aliases[target.id] = value
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -150,8 +182,11 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         name = self.resolve(dotted_name(node.func)) or ""
-        if name.split(".")[-1] == "load_inline":
+        if name == LOAD_INLINE:
             self.calls_load_inline = True
+        if isinstance(node.func, ast.Name) and node.func.id in INTROSPECTION_CALLS and node.func.id not in self.aliases:
+            self.error("introspection", node, f"calls {node.func.id}(): running or inspecting code indirectly is "
+                                              f"not allowed")
         if name in ("setattr", "builtins.setattr") and node.args:
             root = self.resolve(dotted_name(node.args[0])) or ""
             if root.split(".")[0] in PATCHABLE_ROOTS:
@@ -160,7 +195,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and id(node) not in self.docstrings:
-            text = node.value
+            text = strip_cxx_comments(node.value)
             if "__global__" in text:
                 self.has_global_kernel = True
             for match in CXX_STREAM_APIS.finditer(text):
@@ -171,10 +206,27 @@ class _Checker(ast.NodeVisitor):
     # -- whole-file rules ----------------------------------------------------------------------------------
     def finish(self) -> None:
         if not self.calls_load_inline:
-            self.error("no-custom-kernel", 1, "not a custom kernel: the file never calls load_inline")
+            self.error("no-custom-kernel", 1, "not a custom kernel: the file never calls torch's load_inline")
         elif self.target == "cuda" and not self.has_global_kernel:
             self.error("no-custom-kernel", 1, "not a custom kernel: no __global__ function in the CUDA sources")
         self.findings.extend(self._torch_ops_in_forward())
+
+    def _torch_submodule_calls(self, forward: ast.FunctionDef) -> dict[str, int]:
+        """Calls of self.X in forward where __init__ made X a torch module that computes (nn.LeakyReLU(), ...)."""
+        init = find_method(self.tree, "ModelNew", "__init__")
+        modules = {}
+        for node in ast.walk(init) if init else []:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                made = self.resolve(dotted_name(node.value.func)) or ""
+                if made.startswith("torch.nn.") and made.split(".")[-1] not in TORCH_CONTAINERS:
+                    for target in node.targets:
+                        if _self_attribute(target):
+                            modules[_self_attribute(target)] = made
+        found = {}
+        for node in ast.walk(forward):
+            if isinstance(node, ast.Call) and _self_attribute(node.func) in modules:
+                found.setdefault(f"self.{node.func.attr} ({modules[node.func.attr]})", node.lineno)
+        return found
 
     def _torch_ops_in_forward(self) -> list[Finding]:
         forward = find_method(self.tree, "ModelNew", "forward")
@@ -195,11 +247,18 @@ class _Checker(ast.NodeVisitor):
                     op = f".{node.func.attr}()"  # a tensor method; calls on module-level extensions are not
             if op:
                 used.setdefault(op, node.lineno)
+        used.update(self._torch_submodule_calls(forward))
         if not used:
             return []
         listed = ", ".join(f"{op} (line {line})" for op, line in used.items())
         return [Finding("warning", "torch-ops-in-forward", forward.lineno,
                         f"forward calls torch compute ops: {listed}")]
+
+
+def _self_attribute(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
 
 
 def _receiver_root(func: ast.Attribute) -> str | None:

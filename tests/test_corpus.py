@@ -26,7 +26,7 @@ def test_corpus_candidate_gets_its_verdict(name, built_cpu_corpus):
     if status == "correct":
         assert verdict["kernelbench_pass"] is True
         assert [t["kind"] for t in verdict["trials"]] == ["determinism", "reweighted", "refill", "reweighted",
-                                                          "fresh"]
+                                                          "strided"]
     if status in ("crashed", "timeout"):
         assert "trial 1/5" in reasons  # it got past the build: the failure is the kernel's, at run time
 

@@ -25,4 +25,7 @@ CORPUS = {
     "leaky_wrong_ctor": ("leaky_relu", "rejected", "signature", BOTH),
     "leaky_illegal_address": ("leaky_relu", "crashed", "illegal", ("cuda",)),
     "leaky_side_stream": ("leaky_relu", "rejected", "stream", ("cuda",)),
+    # From the review of the judge: a candidate attacking the judge from inside its own process.
+    "leaky_forged_verdict": ("leaky_relu", "incorrect", "mismatch", ("cpu",)),
+    "leaky_reused_buffer": ("leaky_relu", "incorrect", "bitwise", ("cpu",)),
 }

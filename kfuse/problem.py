@@ -1,0 +1,134 @@
+"""What both sides of the judge do the same way with a problem: import it, build inputs and weights from a seed.
+
+The trusted worker and the candidate's process each call these with the same seeds, so they hold bitwise equal
+inputs and weights without sending them (torch's generators are deterministic for a seed on CPU and CUDA).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from kfuse.loader import import_from_source
+
+
+class ProblemError(Exception):
+    """The problem file misbehaves (the user's input, not the candidate's fault)."""
+
+
+def describe_exception(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    first = next((line for line in text if line.strip()), "")
+    return f"{type(err).__name__}: {first[:400]}" if first else type(err).__name__
+
+
+def load_problem(path: str) -> tuple[ModuleType, list]:
+    try:
+        module = import_from_source(Path(path).read_text(encoding="utf-8-sig"), path, "kfuse_problem")
+        init_inputs = module.get_init_inputs()
+    except Exception as err:
+        raise ProblemError(f"problem {path} failed to import: {describe_exception(err)}") from None
+    if not isinstance(init_inputs, (list, tuple)):
+        raise ProblemError(f"get_init_inputs() returned {type(init_inputs).__name__}, not a list")
+    return module, list(init_inputs)
+
+
+def make_inputs(problem: ModuleType, seed: int, device: torch.device) -> list:
+    torch.manual_seed(seed)
+    try:
+        # Made directly on the target device: fresh random values either way, and no 6 GB host round trip.
+        with torch.device(device):
+            inputs = problem.get_inputs()
+    except Exception as err:
+        raise ProblemError(f"get_inputs() failed: {describe_exception(err)}") from None
+    if not isinstance(inputs, (list, tuple)):
+        raise ProblemError(f"get_inputs() returned {type(inputs).__name__}, not a list of tensors")
+    bad = [type(v).__name__ for v in inputs if not isinstance(v, (torch.Tensor, int, float, bool))]
+    if bad or not any(isinstance(v, torch.Tensor) for v in inputs):
+        what = f"values of type {', '.join(sorted(set(bad)))}" if bad else "no tensor"
+        raise ProblemError(f"get_inputs() must return a list of tensors (numbers allowed beside them); "
+                           f"it returned {what}")
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in inputs]
+
+
+def strided(inputs: list) -> list:
+    """The same values in a non-contiguous layout: transposed storage for 2-D and up, every other element for 1-D."""
+    out = []
+    for v in inputs:
+        if isinstance(v, torch.Tensor) and v.dim() >= 2:
+            out.append(v.transpose(-1, -2).contiguous().transpose(-1, -2))
+        elif isinstance(v, torch.Tensor) and v.dim() == 1 and v.numel() > 1:
+            spread = torch.empty(2 * v.numel(), dtype=v.dtype, device=v.device)[::2]
+            out.append(spread.copy_(v))
+        else:
+            out.append(v)
+    return out
+
+
+def refill(inputs: list, problem: ModuleType, seed: int, device: torch.device) -> None:
+    """New values into the same tensor objects (a cache keyed on pointers or versions must miss)."""
+    for old, new in zip(inputs, make_inputs(problem, seed, device)):
+        if isinstance(old, torch.Tensor):
+            old.copy_(new)
+
+
+def build_reference(problem: ModuleType, init_inputs: list, seed: int, device: torch.device) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    try:
+        return problem.Model(*init_inputs).to(device)
+    except Exception as err:
+        raise ProblemError(f"the problem's Model could not be built: {describe_exception(err)}") from None
+
+
+def rerandomise(model: torch.nn.Module, seed: int) -> None:
+    """New values for every floating parameter and buffer, at the scale of the old ones.
+
+    Re-seeding would give the same values back; this catches anything derived from the weights at init.
+    Buffers stay non-negative where they were (running variances)."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    with torch.no_grad():
+        for tensor in list(model.parameters()) + list(model.buffers()):
+            if not tensor.is_floating_point() or tensor.numel() == 0:
+                continue
+            scale = float(tensor.abs().max()) or 1.0
+            fresh = torch.rand(tensor.shape, generator=gen, dtype=torch.float64)
+            fresh = fresh * scale if float(tensor.min()) >= 0 else (fresh * 2 - 1) * scale
+            tensor.copy_(fresh.to(tensor.dtype))
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class L2Flush:
+    """Writes a buffer twice the L2's size before a timed CUDA call, so nothing the last call left survives."""
+
+    def __init__(self, device: torch.device):
+        self.buffer = None
+        if device.type == "cuda":
+            l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 64 << 20
+            self.buffer = torch.empty(2 * l2 // 4, dtype=torch.float32, device=device)
+
+    def __call__(self) -> None:
+        if self.buffer is not None:
+            self.buffer.fill_(1.0)
+
+
+def time_one_call(fn, device: torch.device, flush: L2Flush):
+    """(milliseconds, result) of one call: CUDA events on the current stream, then a device-wide sync."""
+    import time
+
+    flush()
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        result = fn()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end), result
+    began = time.perf_counter()
+    result = fn()
+    return (time.perf_counter() - began) * 1e3, result

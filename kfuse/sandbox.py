@@ -1,0 +1,204 @@
+"""The candidate's process: builds ModelNew and runs it when the trusted worker asks, nothing more.
+
+Run as `python -m kfuse.sandbox READ_FD WRITE_FD`. Everything here shares a process with the candidate's code,
+so nothing here decides anything: it reports outputs (sent back whole and compared by the trusted worker) and a
+few observations meant to catch honest bugs (mutated inputs, run-to-run differences), plus the candidate's own
+timings, which only a candidate that tampers with torch's timers could falsify.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import time
+
+import torch
+
+from kfuse import wire
+from kfuse.compare import leaves, same_bits
+from kfuse.loader import import_from_source
+from kfuse.problem import (L2Flush, ProblemError, build_reference, describe_exception, load_problem, make_inputs,
+                           refill, rerandomise, strided, synchronize, time_one_call)
+
+
+class Refusal(Exception):
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def run_error(err: BaseException, who: str) -> Refusal:
+    message = describe_exception(err)
+    if isinstance(err, (torch.cuda.OutOfMemoryError, MemoryError)):
+        return Refusal("crashed", f"{who} ran out of memory ({message})")
+    if "CUDA error" in message or "illegal" in message.lower() or type(err).__name__ == "AcceleratorError":
+        return Refusal("crashed", f"{who} hit a CUDA error: {message}")
+    return Refusal("crashed", f"{who} raised {message}")
+
+
+def plain_outputs(out):
+    """The output as plain tensors and containers; anything else (tensor subclasses, objects) is refused."""
+    for _, leaf in leaves(out):
+        if isinstance(leaf, torch.Tensor) and type(leaf) is not torch.Tensor:
+            raise Refusal("incorrect", f"the output is a {type(leaf).__name__}, not a plain torch.Tensor")
+        if not isinstance(leaf, (torch.Tensor, int, float, bool, type(None))):
+            raise Refusal("incorrect", f"the output holds a {type(leaf).__name__}, not tensors")
+    return out
+
+
+class Sandbox:
+    def __init__(self):
+        self.device = None
+        self.poison_sizes: set[int] = set()
+        self.last_output = None
+
+    # -- commands ------------------------------------------------------------------------------------------
+    def setup(self, problem: str, candidate: str, code: str, device: str) -> dict:
+        self.device = torch.device(device)
+        try:
+            self.problem, self.init_inputs = load_problem(problem)
+        except ProblemError as err:
+            raise Refusal("usage", str(err))
+        began = time.perf_counter()
+        try:
+            module = import_from_source(code, candidate, "kfuse_candidate")
+        except Exception as err:
+            raise Refusal("compile_error", f"the candidate failed to build or import: {describe_exception(err)}")
+        build_s = time.perf_counter() - began
+        if not inspect.isclass(getattr(module, "ModelNew", None)):
+            raise Refusal("rejected", "the candidate does not define class ModelNew")
+        want = _parameters(self.problem.Model.__init__)
+        got = _parameters(module.ModelNew.__init__)
+        if want != got:
+            raise Refusal("rejected", f"ModelNew.__init__{inspect.signature(module.ModelNew.__init__)} differs "
+                                      f"from Model.__init__{inspect.signature(self.problem.Model.__init__)}: the "
+                                      f"signature (parameter names, kinds, defaults) must be the same")
+        self.module = module
+        return {"build_s": build_s}
+
+    def construct(self, seed: int) -> dict:
+        self.reference = build_reference(self.problem, self.init_inputs, seed, self.device)
+        torch.manual_seed(seed)
+        try:
+            self.candidate = self.module.ModelNew(*self.init_inputs).to(self.device)
+        except Exception as err:
+            raise run_error(err, "ModelNew's constructor")
+        if not isinstance(self.candidate, torch.nn.Module):
+            raise Refusal("rejected", "ModelNew is not a torch.nn.Module")
+        self._load_reference_state()
+        return {}
+
+    def reweight(self, seed: int) -> dict:
+        rerandomise(self.reference, seed)
+        self._load_reference_state()
+        return {}
+
+    def call(self, seed: int, inputs_seed: int, refill_seed: int | None = None, twice: bool = False,
+             layout: str = "contiguous") -> dict:
+        inputs = make_inputs(self.problem, inputs_seed, self.device)
+        if layout == "strided":
+            inputs = strided(inputs)
+        self.poison_sizes.update(v.numel() * v.element_size() for v in inputs if isinstance(v, torch.Tensor))
+        pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
+        outputs = [self._forward(inputs, seed)]
+        mutated = [i for i, (a, b) in enumerate(zip(inputs, pristine)) if not same_bits(a, b)]
+        reply = {"mutated": mutated}
+        if twice and not mutated:
+            first = [t.clone() if isinstance(t, torch.Tensor) else t for _, t in leaves(outputs[0])]
+            again = self._forward(inputs, seed)
+            reply["deterministic"] = same_bits(first, [t for _, t in leaves(again)])
+        if refill_seed is not None:
+            del pristine
+            refill(inputs, self.problem, refill_seed, self.device)
+            outputs.append(self._forward(inputs, seed))
+        reply["outputs"] = outputs
+        reply["buffers"] = dict(self.candidate.named_buffers())
+        return reply
+
+    def time_setup(self, inputs_seed: int, warmup: int) -> dict:
+        self.timing_inputs = make_inputs(self.problem, inputs_seed, self.device)
+        self.flush = L2Flush(self.device)
+        for _ in range(warmup):
+            self._forward(self.timing_inputs, inputs_seed)
+        return {}
+
+    def time_once(self, refill_seed: int) -> dict:
+        refill(self.timing_inputs, self.problem, refill_seed, self.device)
+        synchronize(self.device)
+        try:
+            with torch.no_grad():
+                ms, out = time_one_call(lambda: self.candidate(*self.timing_inputs), self.device, self.flush)
+        except Exception as err:
+            raise run_error(err, "the candidate, while being timed,")
+        self.last_output = out
+        return {"ms": ms}
+
+    def timed_output(self) -> dict:
+        return {"outputs": [plain_outputs(self.last_output)]}
+
+    # -- helpers -------------------------------------------------------------------------------------------
+    def _load_reference_state(self) -> None:
+        try:
+            self.candidate.load_state_dict(self.reference.state_dict(), strict=True)
+        except RuntimeError as err:
+            detail = " ".join(str(err).split())[:500]
+            raise Refusal("rejected", f"ModelNew's parameters and buffers differ from Model's: {detail}")
+
+    def _poison(self) -> None:
+        """Fill freed memory with NaN so a candidate that leaves its output unwritten returns NaN, not zeros.
+
+        The CUDA caching allocator hands a freed block of the same size straight back; glibc is less
+        predictable, so the CPU target poisons a few blocks of each size (best effort there)."""
+        copies = 1 if self.device.type == "cuda" else 3
+        for nbytes in sorted(self.poison_sizes, reverse=True):
+            blocks = [torch.empty(max(nbytes // 4, 1), dtype=torch.float32, device=self.device)
+                      for _ in range(copies)]
+            for block in blocks:
+                block.fill_(float("nan"))
+            synchronize(self.device)
+            del blocks, block
+
+    def _forward(self, inputs: list, seed: int):
+        self._poison()
+        torch.manual_seed(seed)
+        try:
+            with torch.no_grad():
+                out = self.candidate(*inputs)
+            synchronize(self.device)  # a CUDA error surfaces here, still charged to the candidate
+        except Exception as err:
+            raise run_error(err, "the candidate")
+        out = plain_outputs(out)
+        for _, t in leaves(out):
+            if isinstance(t, torch.Tensor):
+                self.poison_sizes.add(t.numel() * t.element_size())
+        return out
+
+
+def _parameters(init) -> list[tuple]:
+    """What a constructor's signature must agree on: names, kinds and defaults (annotations may differ)."""
+    return [(p.name, p.kind, repr(p.default)) for p in inspect.signature(init).parameters.values()]
+
+
+def main(read_fd: int, write_fd: int) -> int:
+    incoming = os.fdopen(read_fd, "rb")
+    outgoing = os.fdopen(write_fd, "wb")
+    sandbox = Sandbox()
+    while True:
+        try:
+            request = wire.receive(incoming)
+        except wire.PeerGone:
+            return 0
+        command = request.pop("command")
+        try:
+            reply = getattr(sandbox, command)(**request)
+            reply["status"] = "ok"
+        except Refusal as refusal:
+            reply = {"status": refusal.status, "message": refusal.message}
+        except ProblemError as err:
+            reply = {"status": "usage", "message": str(err)}
+        wire.send(outgoing, reply)
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1]), int(sys.argv[2])))

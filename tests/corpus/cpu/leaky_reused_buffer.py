@@ -1,0 +1,66 @@
+"""Dishonest: returns the same output buffer on every call and nudges one element by a clock-chosen index,
+so two runs on the same inputs differ, and the first run's result changes after it was returned.
+
+Expected verdict: incorrect (bitwise).
+"""
+import time
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <torch/extension.h>
+
+torch::Tensor leaky_relu(torch::Tensor x, double negative_slope) {
+    TORCH_CHECK(x.device().is_cpu(), "x must be a CPU tensor");
+    TORCH_CHECK(x.scalar_type() == torch::kFloat32, "x must be float32");
+    TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
+    auto out = torch::empty_like(x);
+    const float* src = x.data_ptr<float>();
+    float* dst = out.data_ptr<float>();
+    const float slope = static_cast<float>(negative_slope);
+    const int64_t n = x.numel();
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = src[i];
+        dst[i] = v > 0.0f ? v : v * slope;
+    }
+    return out;
+}
+"""
+
+module = load_inline(
+    name="corpus_cpu_leaky_honest",
+    cpp_sources=cpp_source,
+    functions=["leaky_relu"],
+    verbose=False,
+    extra_cflags=["-O2"],
+)
+
+
+
+class ModelNew(nn.Module):
+    def __init__(self, negative_slope: float = 0.01):
+        super().__init__()
+        self.negative_slope = negative_slope
+        self.buffer = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = module.leaky_relu(x.contiguous(), self.negative_slope)
+        if self.buffer is None or self.buffer.shape != out.shape:
+            self.buffer = out
+        else:
+            self.buffer.copy_(out)
+        flat = self.buffer.view(-1)
+        flat[time.perf_counter_ns() % flat.numel()] *= 1 + 2 ** -20  # within every tolerance
+        return self.buffer
+
+batch_size = 263
+dim = 1031
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return [0.01]
