@@ -82,25 +82,40 @@ def build_reference(problem: ModuleType, init_inputs: list, seed: int, device: t
         raise ProblemError(f"the problem's Model could not be built: {describe_exception(err)}") from None
 
 
-def rerandomise(model: torch.nn.Module, seed: int) -> None:
-    """New values for every floating parameter and buffer, at the scale of the old ones.
+def weight_scales(model: torch.nn.Module) -> dict[str, tuple[float, bool]]:
+    """Each floating parameter's and buffer's scale (max |value|) and sign (non-negative or not), read right after
+    construction: both sides of the judge re-randomise from these, whatever the buffers went through since."""
+    scales = {}
+    for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
+        if tensor.is_floating_point() and tensor.numel():
+            scales[name] = (float(tensor.abs().max()) or 1.0, float(tensor.min()) >= 0)
+    return scales
+
+
+def rerandomise(model: torch.nn.Module, seed: int, scales: dict[str, tuple[float, bool]]) -> None:
+    """New values for every floating parameter and buffer, at their scale from construction.
 
     Re-seeding would give the same values back; this catches anything derived from the weights at init.
-    Buffers stay non-negative where they were (running variances)."""
+    Non-negative tensors (running variances) stay non-negative."""
     gen = torch.Generator(device="cpu").manual_seed(seed)
+    named = dict(list(model.named_parameters()) + list(model.named_buffers()))
     with torch.no_grad():
-        for tensor in list(model.parameters()) + list(model.buffers()):
-            if not tensor.is_floating_point() or tensor.numel() == 0:
-                continue
-            scale = float(tensor.abs().max()) or 1.0
-            fresh = torch.rand(tensor.shape, generator=gen, dtype=torch.float64)
-            fresh = fresh * scale if float(tensor.min()) >= 0 else (fresh * 2 - 1) * scale
-            tensor.copy_(fresh.to(tensor.dtype))
+        for name, (scale, non_negative) in sorted(scales.items()):
+            fresh = torch.rand(named[name].shape, generator=gen, dtype=torch.float64)
+            fresh = fresh * scale if non_negative else (fresh * 2 - 1) * scale
+            named[name].copy_(fresh.to(named[name].dtype))
 
 
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def release_cached_memory(device: torch.device) -> None:
+    """Hand cached blocks back to the driver: the judge's two processes share one GPU, and a 6 GB problem needs
+    what the other process cached."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 class L2Flush:

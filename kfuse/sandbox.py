@@ -19,7 +19,8 @@ from kfuse import wire
 from kfuse.compare import leaves, same_bits
 from kfuse.loader import import_from_source
 from kfuse.problem import (L2Flush, ProblemError, build_reference, describe_exception, load_problem, make_inputs,
-                           refill, rerandomise, strided, synchronize, time_one_call)
+                           refill, release_cached_memory, rerandomise, strided, synchronize,
+                           time_one_call, weight_scales)
 
 
 class Refusal(Exception):
@@ -79,6 +80,7 @@ class Sandbox:
 
     def construct(self, seed: int) -> dict:
         self.reference = build_reference(self.problem, self.init_inputs, seed, self.device)
+        self.scales = weight_scales(self.reference)
         torch.manual_seed(seed)
         try:
             self.candidate = self.module.ModelNew(*self.init_inputs).to(self.device)
@@ -90,8 +92,10 @@ class Sandbox:
         return {}
 
     def reweight(self, seed: int) -> dict:
-        rerandomise(self.reference, seed)
-        self._load_reference_state()
+        rerandomise(self.reference, seed, self.scales)
+        # Only what was re-randomised: counters such as num_batches_tracked keep counting in the candidate.
+        fresh = {k: v for k, v in self.reference.state_dict().items() if k in self.scales}
+        self.candidate.load_state_dict(fresh, strict=False)
         return {}
 
     def call(self, seed: int, inputs_seed: int, refill_seed: int | None = None, twice: bool = False,
@@ -103,13 +107,13 @@ class Sandbox:
         pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
         outputs = [self._forward(inputs, seed)]
         mutated = [i for i, (a, b) in enumerate(zip(inputs, pristine)) if not same_bits(a, b)]
+        del pristine
         reply = {"mutated": mutated}
         if twice and not mutated:
             first = [t.clone() if isinstance(t, torch.Tensor) else t for _, t in leaves(outputs[0])]
             again = self._forward(inputs, seed)
             reply["deterministic"] = same_bits(first, [t for _, t in leaves(again)])
         if refill_seed is not None:
-            del pristine
             refill(inputs, self.problem, refill_seed, self.device)
             outputs.append(self._forward(inputs, seed))
         reply["outputs"] = outputs
@@ -198,6 +202,9 @@ def main(read_fd: int, write_fd: int) -> int:
         except ProblemError as err:
             reply = {"status": "usage", "message": str(err)}
         wire.send(outgoing, reply)
+        del reply
+        if sandbox.device is not None:
+            release_cached_memory(sandbox.device)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ import torch
 from kfuse import roofline, wire
 from kfuse.compare import compare_outputs, leaves, same_bits
 from kfuse.problem import (L2Flush, ProblemError, build_reference, describe_exception, load_problem, make_inputs,
-                           refill, rerandomise, strided, synchronize, time_one_call)
+                           refill, release_cached_memory, rerandomise, strided, synchronize,
+                           time_one_call, weight_scales)
 from kfuse.timing import TimingPlan, time_interleaved
 
 # The copy ceiling is torch's own copy kernel at its best; a kernel may beat it by a few percent, not 10%.
@@ -178,7 +179,7 @@ class Judgement:
         self.notes = trial.setdefault("notes", [])
         label = f"trial {index + 1}/{len(self.plan)} ({kind})"
         if kind == "reweighted":
-            rerandomise(self.reference, seed)
+            rerandomise(self.reference, seed, self.scales)
             self.candidate.request("reweight", seed=seed)
         self.events.stage(label)
         refill_seed = seed + 10_000 if kind == "refill" else None
@@ -201,6 +202,8 @@ class Judgement:
         trial["deterministic"] = reply.get("deterministic")
         self.check_buffers(trial, reply.get("buffers", {}))
         trial["passed"] = not trial["problems"]
+        del reply, outputs
+        release_cached_memory(self.device)
         return trial
 
     def check_buffers(self, trial: dict, theirs: dict) -> None:
@@ -304,6 +307,7 @@ class Judgement:
             self.problem, init_inputs = load_problem(self.spec["problem"])
             self.inputs(self.spec["seed"])  # validates get_inputs() before any build
             self.reference = build_reference(self.problem, init_inputs, self.spec["seed"], self.device)
+            self.scales = weight_scales(self.reference)
         except ProblemError as err:
             raise Outcome("usage", str(err)) from None
         self.candidate = CandidateProcess(self.device, self.events)

@@ -42,7 +42,7 @@ def cases(big: bool) -> list[tuple[str, Path, Path, str, str]]:
     rows.append(("example_swish", ROOT / "examples" / "swish.py", ROOT / "examples" / "swish_new_cuda.py",
                  "correct", ""))
     if big:
-        rows.append(("seed_leaky_relu_full_size", ROOT / "examples" / "seed_leaky_relu.py",
+        rows.append(("seed_leaky_relu_full_size", ROOT / "suite" / "seeds" / "leaky_relu_4096x393216.py",
                      CANDIDATES / "leaky_honest.py", "correct", ""))
     return rows
 

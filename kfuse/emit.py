@@ -1,0 +1,139 @@
+"""Write the ModelNew file: the problem file itself, with `class Model` replaced by the kernels and ModelNew.
+
+ModelNew's `__init__` is Model's, verbatim, so it creates the same submodules, parameters and buffers in the
+same order (the same seed gives the same weights, and Model's state_dict loads strictly); its forward hands every
+tensor to one extension function. Everything else in the problem file (constants, get_inputs, get_init_inputs)
+stays as it was.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import textwrap
+from pathlib import Path
+
+from kfuse import __version__
+from kfuse.capture import Captured
+from kfuse.codegen import Sources
+
+
+class EmitError(Exception):
+    """Model cannot be turned into a ModelNew file (one sentence says why)."""
+
+
+def _attribute_path(target: str) -> str:
+    """'layers.0.weight' -> 'self.layers[0].weight'."""
+    out = "self"
+    for part in target.split("."):
+        out += f"[{part}]" if part.isdigit() else f".{part}"
+    return out
+
+
+def _find_model(tree: ast.Module) -> ast.ClassDef:
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "Model":
+            return node
+    raise EmitError("the problem defines no class Model")
+
+
+def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef:
+    for node in cls.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+    raise EmitError(f"Model has no {name} method written in its class body")
+
+
+def _summary(sources: Sources) -> str:
+    lines = []
+    for k in sources.kernels:
+        into = f" (in place into {k['in_place_into']})" if k["in_place_into"] else ""
+        lines.append(f"  {k['name']}: {' -> '.join(k['fuses'])}{into}")
+    anchors = [u["op"] for u in sources.unfused if u["reason"].startswith("anchor")]
+    rest = [u["op"] for u in sources.unfused if not u["reason"].startswith("anchor")]
+    if anchors:
+        lines.append(f"  library calls: {', '.join(anchors)}")
+    if rest:
+        lines.append(f"  unfused (ATen calls): {', '.join(rest)}")
+    return "\n".join(lines) if lines else "  (no kernels)"
+
+
+def emit(problem_path: Path, captured: Captured, sources: Sources, target: str) -> str:
+    source = problem_path.read_text(encoding="utf-8-sig")
+    tree = ast.parse(source)
+    model = _find_model(tree)
+    init = _method(model, "__init__")
+    forward = _method(model, "forward")
+    init_source = textwrap.dedent(ast.get_source_segment(source, init, padded=True))
+    forward_args = [a.arg for a in forward.args.args[1:]]
+    if forward.args.vararg or forward.args.kwonlyargs or forward.args.kwarg:
+        raise EmitError("Model.forward with *args, **kwargs or keyword-only arguments is not supported yet")
+
+    call_args = []
+    for graph_input in captured.inputs:
+        if graph_input.kind == "user":
+            if graph_input.target >= len(forward_args):
+                raise EmitError("Model.forward takes fewer named arguments than get_inputs() gives")
+            call_args.append(forward_args[graph_input.target])
+        else:
+            call_args.append(_attribute_path(graph_input.target))
+    result = "tuple(outputs)" if captured.returns_tuple else "outputs[0]"
+
+    digest = hashlib.sha256((sources.cpp + (sources.cuda or "")).encode()).hexdigest()[:10]
+    stem = "".join(c if c.isalnum() else "_" for c in problem_path.stem)
+    build = [f'name="kfuse_{stem}_{digest}"', "cpp_sources=CPP_SOURCE"]
+    if sources.cuda is not None:
+        build += ["cuda_sources=CUDA_SOURCE", 'extra_cuda_cflags=["-O3"]']
+    else:
+        build += ['extra_cflags=["-O3", "-fopenmp"]', 'extra_ldflags=["-fopenmp"]']
+    build += ['functions=["forward"]', "verbose=False", "**LIGHT_HEADERS"]
+
+    pieces = [f'"""Kernels fused by kfuse {__version__} for {problem_path.name} ({target} target):\n'
+              f"{_summary(sources)}\n" + '"""']
+    kernel_block = []
+    if sources.cuda is not None:
+        kernel_block.append(f'CUDA_SOURCE = r"""\n{sources.cuda}"""\n')
+    kernel_block.append(f'CPP_SOURCE = r"""\n{sources.cpp}"""\n')
+    kernel_block.append(
+        "# The sources include what they need: skipping torch's implicit headers keeps the CUDA file light.\n"
+        "# (older torch versions lack the option and always add them.)\n"
+        'LIGHT_HEADERS = ({"no_implicit_headers": True}\n'
+        '                 if "no_implicit_headers" in load_inline.__code__.co_varnames else {})\n'
+        "# Built once per source: the name carries a hash of both sources.\n"
+        "kernels = load_inline(\n    " + ",\n    ".join(build) + ",\n)\n")
+    docstring = ast.get_docstring(model)
+    bases = ", ".join(ast.get_source_segment(source, b) for b in model.bases)
+    model_new = [f"class ModelNew({bases}):"]
+    if docstring:
+        model_new.append(textwrap.indent(f'"""{docstring} (fused by kfuse)"""', "    "))
+    model_new.append(textwrap.indent(init_source.rstrip(), "    "))
+    model_new.append("")
+    model_new.append(f"    def forward(self, {', '.join(forward_args)}):")
+    model_new.append(f"        outputs = kernels.forward({', '.join(call_args)})")
+    model_new.append(f"        return {result}")
+
+    # Keep the problem's own statements in order; Model's place takes the kernels and ModelNew.
+    lines = source.splitlines()
+    body = []
+    for node in tree.body:
+        if node is model:
+            body.append("\n".join(kernel_block) + "\n\n" + "\n".join(model_new))
+        else:
+            start = node.lineno - 1 - len(getattr(node, "decorator_list", []) or [])
+            body.append("\n".join(lines[start:node.end_lineno]))
+    imports = "from torch.utils.cpp_extension import load_inline\n"
+    return pieces[0] + "\n" + imports + _join(body, tree.body) + "\n"
+
+
+def _join(chunks: list[str], nodes: list[ast.stmt]) -> str:
+    """Chunks separated as PEP 8 likes: two blank lines around classes and functions, none between imports."""
+    out = ""
+    previous = None
+    for chunk, node in zip(chunks, nodes):
+        if previous is not None:
+            tight = isinstance(node, (ast.Import, ast.ImportFrom)) and isinstance(previous, (ast.Import, ast.ImportFrom))
+            simple = isinstance(node, ast.Assign) and isinstance(previous, ast.Assign)
+            out += "\n" if tight or simple else "\n\n\n"
+        out += chunk
+        previous = node
+    return out

@@ -1,0 +1,61 @@
+"""`kfuse optimize`: problem file in, ModelNew file out, then the judge's verdict on it.
+
+load (import the problem) -> capture (torch.export) -> plan (group into kernels) -> codegen (CUDA C++ or C++)
+-> emit (the ModelNew file) -> check (the same protocol as `kfuse check`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from kfuse.capture import CaptureError, capture
+from kfuse.codegen import generate
+from kfuse.emit import EmitError, emit
+from kfuse.errors import UsageError
+from kfuse.loader import check_problem_source
+from kfuse.plan import plan
+from kfuse.problem import ProblemError, build_reference, load_problem, make_inputs
+
+
+@dataclass
+class Optimized:
+    path: Path
+    target: str
+    kernels: list[dict]
+    library_calls: list[str]
+    unfused: list[dict]
+
+    def to_dict(self) -> dict:
+        return {"output": str(self.path), "target": self.target, "kernels": self.kernels,
+                "library_calls": self.library_calls, "unfused": self.unfused}
+
+
+def optimize(problem_path: Path, output: Path, device: str) -> Optimized:
+    """Write the ModelNew file for `problem_path` to `output`. UsageError for anything kfuse cannot do."""
+    check_problem_source(problem_path)
+    try:
+        problem, init_inputs = load_problem(str(problem_path))
+        # Captured on the meta device: the graph is the same on every device, a 6 GB input costs nothing, and
+        # every size is read again at run time by the generated code.
+        meta = torch.device("meta")
+        model = build_reference(problem, init_inputs, seed=0, device=meta)
+        example = make_inputs(problem, seed=0, device=meta)
+    except ProblemError as err:
+        raise UsageError(str(err)) from None
+    try:
+        captured = capture(model, example)
+    except CaptureError as err:
+        raise UsageError(str(err)) from None
+    steps = plan(captured.graph)
+    try:
+        sources = generate(captured, steps, device)
+        text = emit(problem_path, captured, sources, device)
+    except (EmitError, NotImplementedError) as err:
+        raise UsageError(f"cannot emit a ModelNew for {problem_path.name}: {err}") from None
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
+    return Optimized(output, device, sources.kernels, sources.library_calls, sources.unfused)
+

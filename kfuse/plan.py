@@ -1,0 +1,201 @@
+"""Group a captured ATen graph into steps: library calls, fused pointwise kernels, and tuple unpacking.
+
+Rules:
+- pointwise ops connected producer -> consumer with equal shapes and dtypes form one kernel (a chain or a DAG:
+  a value used twice inside it is computed once, in registers); a kernel is cut only where a value is needed
+  outside it, since each kernel writes one result;
+- a kernel whose input comes fresh from an anchor (GEMM, convolution) used by nothing else writes its result in
+  place into that buffer: the anchor's output is read once and written once, with no new allocation;
+- everything else stays an ATen call (cuBLAS, cuDNN, or ATen's own kernels) and is listed as unfused.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+import torch
+
+from kfuse import ops
+
+# Ops that run on a vendor library and return a fresh, contiguous tensor: their output may be overwritten.
+ANCHORS = {
+    "aten.linear.default", "aten.addmm.default", "aten.mm.default", "aten.bmm.default", "aten.matmul.default",
+    "aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default", "aten.convolution.default",
+    "aten.conv_transpose1d.default", "aten.conv_transpose2d.input", "aten.conv_transpose3d.input",
+    "aten._convolution.default", "aten.baddbmm.default",
+}
+FUSABLE_DTYPES = {torch.float32}
+
+
+@dataclass
+class LibraryCall:
+    node: torch.fx.Node
+    anchor: bool
+
+    @property
+    def op(self) -> str:
+        return str(self.node.target)
+
+
+@dataclass
+class TupleItem:
+    node: torch.fx.Node
+    source: str
+    index: int
+
+
+@dataclass
+class FusedKernel:
+    name: str
+    nodes: list[torch.fx.Node]
+    inputs: list[str] = field(default_factory=list)     # external tensor values read, in parameter order
+    write_into: str | None = None                        # an anchor's output reused as this kernel's output
+
+    @property
+    def result(self) -> torch.fx.Node:
+        return self.nodes[-1]
+
+    @property
+    def ops(self) -> list[str]:
+        return [str(n.target) for n in self.nodes]
+
+
+Step = LibraryCall | TupleItem | FusedKernel
+
+
+@dataclass
+class Plan:
+    steps: list[Step]
+
+    @property
+    def kernels(self) -> list[FusedKernel]:
+        return [s for s in self.steps if isinstance(s, FusedKernel)]
+
+    @property
+    def library_calls(self) -> list[LibraryCall]:
+        return [s for s in self.steps if isinstance(s, LibraryCall)]
+
+
+def tensor_meta(node) -> torch.Tensor | None:
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def is_fusable(node: torch.fx.Node) -> bool:
+    if node.op != "call_function" or ops.lookup(node.target) is None:
+        return False
+    out = tensor_meta(node)
+    if out is None or out.dtype not in FUSABLE_DTYPES:
+        return False
+    tensor_args = [a for a in _flat_args(node) if isinstance(a, torch.fx.Node)]
+    return all(tensor_meta(a) is not None and tensor_meta(a).dtype in FUSABLE_DTYPES for a in tensor_args)
+
+
+def _flat_args(node: torch.fx.Node) -> list:
+    flat = []
+    for a in list(node.args) + list(node.kwargs.values()):
+        flat.extend(a if isinstance(a, (list, tuple)) else [a])
+    return flat
+
+
+def short_name(target) -> str:
+    return str(target).split(".")[1]
+
+
+def plan(graph: torch.fx.Graph) -> Plan:
+    nodes = [n for n in graph.nodes if n.op == "call_function"]
+    kernels = _fuse([n for n in nodes if is_fusable(n)])
+    kernel_by_result = {k.result: k for k in kernels}
+    members = {n for k in kernels for n in k.nodes}
+
+    steps: list[Step] = []
+    for node in nodes:
+        if node.target is operator.getitem:
+            steps.append(TupleItem(node, node.args[0].name, int(node.args[1])))
+        elif node in kernel_by_result:
+            steps.append(kernel_by_result[node])  # placed at its result: every input exists by then
+        elif node not in members:
+            steps.append(LibraryCall(node, anchor=str(node.target) in ANCHORS))
+
+    names: dict[str, int] = {}
+    for kernel in kernels:
+        inside = set(kernel.nodes)
+        for node in kernel.nodes:
+            for a in _flat_args(node):
+                if isinstance(a, torch.fx.Node) and a not in inside and a.name not in kernel.inputs:
+                    kernel.inputs.append(a.name)
+    for kernel in (s for s in steps if isinstance(s, FusedKernel)):
+        kernel.name = _unique(_kernel_name(kernel), names)
+        kernel.write_into = _reusable_buffer(kernel, steps)
+    return Plan(steps)
+
+
+def _fuse(fusable: list[torch.fx.Node]) -> list[FusedKernel]:
+    """Pointwise nodes joined through producer -> consumer edges of equal shape and dtype, then cut so that every
+    value needed outside a kernel is that kernel's result (kernels have one output)."""
+    group = {n: n for n in fusable}
+
+    def root(n):
+        while group[n] is not n:
+            group[n] = group[group[n]]
+            n = group[n]
+        return n
+
+    for node in fusable:
+        out = tensor_meta(node)
+        for a in _flat_args(node):
+            if isinstance(a, torch.fx.Node) and a in group:
+                val = tensor_meta(a)
+                if val.shape == out.shape and val.dtype == out.dtype:
+                    group[root(a)] = root(node)
+    order = {n: i for i, n in enumerate(fusable)}
+    groups: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    for node in fusable:
+        groups.setdefault(root(node), []).append(node)
+
+    cuts: set[torch.fx.Node] = set()
+    while True:
+        kernels = []
+        for members in groups.values():
+            current: list[torch.fx.Node] = []
+            for node in sorted(members, key=order.get):
+                current.append(node)
+                if node in cuts:
+                    kernels.append(FusedKernel("", current))
+                    current = []
+            if current:
+                kernels.append(FusedKernel("", current))
+        needed_outside = {n for k in kernels for n in k.nodes[:-1] if any(u not in k.nodes for u in n.users)}
+        if needed_outside <= cuts:
+            return kernels
+        cuts |= needed_outside
+
+
+def _kernel_name(kernel: FusedKernel) -> str:
+    parts: list[str] = []
+    for node in kernel.nodes:
+        part = short_name(node.target)
+        if not parts or parts[-1] != part:
+            parts.append(part)
+    name = "fused_" + "_".join(parts)
+    return name if len(name) <= 60 else name[:60].rstrip("_")
+
+
+def _unique(name: str, seen: dict[str, int]) -> str:
+    seen[name] = seen.get(name, 0) + 1
+    return name if seen[name] == 1 else f"{name}_{seen[name]}"
+
+
+def _reusable_buffer(kernel: FusedKernel, steps: list[Step]) -> str | None:
+    """An input produced by an anchor, read only by this kernel, with the kernel's shape and dtype."""
+    anchors = {s.node.name: s.node for s in steps if isinstance(s, LibraryCall) and s.anchor}
+    out = tensor_meta(kernel.result)
+    for name in kernel.inputs:
+        node = anchors.get(name)
+        if node is None or len(node.users) != 1:
+            continue
+        val = tensor_meta(node)
+        if val is not None and val.shape == out.shape and val.dtype == out.dtype:
+            return name
+    return None

@@ -1,0 +1,92 @@
+"""Optimize the seed problems (suite/seeds) for CUDA, build the emitted files cold and warm, and judge them.
+
+    PYTHONPATH=. python scripts/gpu_seeds.py --out DIR
+
+Writes DIR/seeds-<gpu>-<date>.json and prints a table last: eager, torch.compile and kfuse medians (ms, one run,
+interleaved), speedups, the roofline floor, cold build and warm import seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kfuse.judge import CheckOptions, check  # noqa: E402
+from kfuse.optimize import optimize  # noqa: E402
+
+SEEDS = ROOT / "suite" / "seeds"
+
+
+def import_seconds(path: Path) -> tuple[float, int, str]:
+    """Wall time of importing an emitted file in a fresh process (a cold build the first time)."""
+    began = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1])", str(path)],
+                          capture_output=True, text=True, timeout=900)
+    return time.perf_counter() - began, done.returncode, done.stderr[-1500:]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--big", action="store_true", help="include the 6.4 GB LeakyReLU seed (slow to judge)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    gpu = torch.cuda.get_device_name(0)
+    problems = [p for p in sorted(SEEDS.glob("*.py")) if args.big or "4096x393216" not in p.name]
+    emitted = {p.stem: optimize(p, args.out / f"{p.stem}_new.py", "cuda") for p in problems}
+    os.environ.setdefault("MAX_JOBS", "4")
+    with ThreadPoolExecutor(max_workers=len(problems)) as pool:
+        cold = dict(zip(emitted, pool.map(import_seconds, [e.path for e in emitted.values()])))
+    warm = {name: import_seconds(e.path) for name, e in emitted.items()}
+    for name, (seconds, code, err) in cold.items():
+        print(f"cold build {name}: {'ok' if code == 0 else 'FAILED'} in {seconds:.1f} s; warm import "
+              f"{warm[name][0]:.1f} s", flush=True)
+        if code:
+            print(err, flush=True)
+
+    rows = []
+    for problem in problems:
+        name = problem.stem
+        options = CheckOptions(device="cuda", timeout=600, compile_modes=["default"], min_seconds=1.0)
+        verdict = check(problem, emitted[name].path, options)
+        timing = verdict.get("timing") or {}
+        rows.append({"problem": name, "status": verdict["status"], "reasons": verdict["reasons"],
+                     "kernels": emitted[name].kernels, "unfused": emitted[name].unfused,
+                     "cold_build_s": round(cold[name][0], 1), "warm_import_s": round(warm[name][0], 2),
+                     "timing": timing, "verdict": verdict})
+        print(f"{name}: {verdict['status']} {verdict['reasons'][:1]}", flush=True)
+
+    stamp = datetime.date.today().isoformat()
+    path = args.out / f"seeds-{gpu.replace(' ', '-')}-{stamp}.json"
+    path.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "date": stamp, "rows": rows},
+                               indent=2, default=str))
+    print(f"\n{'problem':28} {'verdict':9} {'eager':>8} {'compile':>8} {'kfuse':>8} {'floor':>8} "
+          f"{'vs eager':>8} {'vs comp':>8} {'cold s':>6} {'warm s':>6}")
+    for r in rows:
+        t = r["timing"]
+        if t:
+            s, sp = t["stats"], t["speedups"]
+            comp = s.get("compile:default", {}).get("median_ms", float("nan"))
+            print(f"{r['problem']:28} {r['status']:9} {s['eager']['median_ms']:8.4f} {comp:8.4f} "
+                  f"{s['candidate']['median_ms']:8.4f} {t['roofline']['floor_ms']:8.4f} {sp['vs_eager']:7.2f}x "
+                  f"{sp.get('vs_compile:default', float('nan')):7.2f}x {r['cold_build_s']:6.1f} {r['warm_import_s']:6.2f}")
+        else:
+            print(f"{r['problem']:28} {r['status']:9} {r['reasons'][:1]}")
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""`kfuse optimize` end to end on the CPU target: each problem becomes the kernels it should, and passes the judge."""
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from kfuse.judge import CheckOptions, check
+from kfuse.optimize import optimize
+from tests.conftest import build_extension
+
+PROBLEMS = Path(__file__).parent / "optimize"
+
+# problem: (kernels, each as the ATen ops it fuses; ops kept as library/ATen calls)
+EXPECTED = {
+    "linear_scale_leaky": ([["mul", "leaky_relu"]], ["linear"]),
+    "conv_div_leaky": ([["div", "leaky_relu"]], ["conv2d"]),
+    "bias_gelu_clamp": ([["add", "gelu", "clamp"]], []),
+    "activation_chain": (None, []),  # one kernel; its op list is long
+    "broadcast_two_inputs": ([["div"], ["mul", "sub", "minimum", "maximum", "add"]], []),
+    "sum_middle_dim_tanh": ([["mul", "tanh", "add"]], ["sum"]),
+    "batchnorm_relu": ([["relu"]], ["add_", "batch_norm"]),
+    "bmm_residual_softmax": ([["add"], ["mul"]], ["bmm", "softmax"]),
+}
+
+
+def short(op: str) -> str:
+    return op.split(".")[1]
+
+
+@pytest.fixture(scope="session")
+def optimized(tmp_path_factory):
+    """Every problem optimized for the CPU target, its extension built (two at a time)."""
+    out = tmp_path_factory.mktemp("optimized")
+    results = {name: optimize(PROBLEMS / f"{name}.py", out / f"{name}_new.py", "cpu") for name in EXPECTED}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        builds = list(pool.map(build_extension, [r.path for r in results.values()]))
+    failed = [f"{p.name}: {err}" for p, code, err in builds if code != 0]
+    assert not failed, "\n".join(failed)
+    return results
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_plan_has_the_expected_kernels(name, optimized):
+    kernels, library = EXPECTED[name]
+    result = optimized[name]
+    fused = [[short(op) for op in k["fuses"]] for k in result.kernels]
+    if kernels is None:
+        assert len(fused) == 1 and len(fused[0]) > 20
+    else:
+        assert fused == kernels
+    assert [short(op) for op in result.library_calls] == library
+
+
+def test_epilogues_write_in_place_into_the_anchor(optimized):
+    assert optimized["linear_scale_leaky"].kernels[0]["in_place_into"] == "linear"
+    assert optimized["conv_div_leaky"].kernels[0]["in_place_into"] == "conv2d"
+    assert optimized["bmm_residual_softmax"].kernels[0]["in_place_into"] == "bmm"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_optimized_model_passes_the_judge(name, optimized):
+    verdict = check(PROBLEMS / f"{name}.py", optimized[name].path,
+                    CheckOptions(device="cpu", time=False, compile_modes=[], timeout=300, seed=7))
+    assert verdict["status"] == "correct", verdict["reasons"]
+    assert [f for f in verdict["static"] if f["level"] == "warning"] == []  # no torch compute in forward
+
+
+def test_emitted_file_keeps_the_interface(optimized):
+    text = optimized["linear_scale_leaky"].path.read_text()
+    assert "def __init__(self, in_features, out_features):" in text
+    assert "kernels.forward(self.gemm.weight, self.gemm.bias, x)" in text
+    assert "def get_inputs():" in text and "def get_init_inputs():" in text
+    assert "try" not in text.split() and "pass" not in text.split()
+
+
+def test_cli_writes_the_report(tmp_path, optimized):
+    report = tmp_path / "r.json"
+    done = subprocess.run([sys.executable, "-m", "kfuse", "optimize", str(PROBLEMS / "conv_div_leaky.py"), "-o",
+                           str(tmp_path / "m.py"), "--device", "cpu", "--no-timing", "--json", str(report)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(report.read_text())
+    assert data["status"] == "correct"
+    assert data["kernels"][0]["fuses"] == ["aten.div.Tensor", "aten.leaky_relu.default"]
+    assert data["unfused"][0]["op"] == "aten.conv2d.default"
+
+
+def test_unsupported_problem_is_a_clear_error(tmp_path):
+    bad = tmp_path / "p.py"
+    bad.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                   "    def forward(self, x):\n        return x.item()\n"
+                   "def get_inputs():\n    return [torch.rand(1)]\ndef get_init_inputs():\n    return []\n")
+    done = subprocess.run([sys.executable, "-m", "kfuse", "optimize", str(bad), "--device", "cpu", "--no-check"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("kfuse: error:")
