@@ -18,6 +18,32 @@ def fail(message: str) -> None:
     sys.exit(EXIT_USAGE)
 
 
+def parse_compile_modes(text: str) -> list[str]:
+    return [] if text.strip().lower() == "none" else [m.strip() for m in text.split(",") if m.strip()]
+
+
+def judge_with_progress(problem: Path, candidate: Path, options) -> dict:
+    """`kfuse check`'s verdict with a spinner naming the current stage; the summary printed after."""
+    from rich.console import Console
+
+    from kfuse.judge import check
+    from kfuse.report import print_verdict
+
+    try:
+        with Console(stderr=True).status("starting", spinner="dots") as status:
+            verdict = check(problem, candidate, options, on_stage=lambda stage: status.update(stage))
+    except UsageError as err:
+        fail(str(err))
+    print_verdict(verdict)
+    return verdict
+
+
+def write_json(path: Path | None, data: dict) -> None:
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kfuse")
 def main() -> None:
@@ -46,25 +72,13 @@ def main() -> None:
 def check_command(problem, candidate, device, trials, timeout, seed, compile_modes, no_timing, min_seconds,
                   memory_limit_gb, all_trials, json_path):
     """Judge CANDIDATE (a .py with ModelNew, or an answer .txt/.md) against PROBLEM (KernelBench format)."""
-    from rich.console import Console
+    from kfuse.judge import CheckOptions
 
-    from kfuse.judge import CheckOptions, check
-    from kfuse.report import print_verdict
-
-    modes = [] if compile_modes.strip().lower() == "none" else [m.strip() for m in compile_modes.split(",") if m]
     options = CheckOptions(device=device, trials=trials, timeout=timeout, seed=seed, time=not no_timing,
-                           compile_modes=modes, min_seconds=min_seconds, memory_limit_gb=memory_limit_gb,
-                           all_trials=all_trials)
-    console = Console(stderr=True)
-    try:
-        with console.status("starting", spinner="dots") as status:
-            verdict = check(problem, candidate, options, on_stage=lambda stage: status.update(stage))
-    except UsageError as err:
-        fail(str(err))
-    print_verdict(verdict)
-    if json_path:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(verdict, indent=2, default=str) + "\n")
+                           compile_modes=parse_compile_modes(compile_modes), min_seconds=min_seconds,
+                           memory_limit_gb=memory_limit_gb, all_trials=all_trials)
+    verdict = judge_with_progress(problem, candidate, options)
+    write_json(json_path, verdict)
     sys.exit(EXIT_CORRECT if verdict["status"] == "correct" else EXIT_VERDICT)
 
 
@@ -80,14 +94,10 @@ def check_command(problem, candidate, device, trials, timeout, seed, compile_mod
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def optimize_command(problem, output, device, no_check, no_timing, compile_modes, timeout, json_path):
     """Compile PROBLEM's Model into fused kernels: write ModelNew, then judge it like `kfuse check`."""
-    from rich.console import Console
-
-    from kfuse.judge import CheckOptions, check
+    from kfuse.judge import CheckOptions
     from kfuse.optimize import optimize
-    from kfuse.report import print_verdict
 
     output = output or problem.with_name(f"{problem.stem}_new.py")
-    console = Console(stderr=True)
     try:
         result = optimize(problem, output, device)
     except UsageError as err:
@@ -104,20 +114,13 @@ def optimize_command(problem, output, device, no_check, no_timing, compile_modes
     report = result.to_dict()
     status = None
     if not no_check:
-        modes = [] if compile_modes.strip().lower() == "none" else [m.strip() for m in compile_modes.split(",") if m]
-        options = CheckOptions(device=device, timeout=timeout, time=not no_timing, compile_modes=modes)
-        try:
-            with console.status("judging", spinner="dots") as spinner:
-                verdict = check(problem, output, options, on_stage=lambda stage: spinner.update(stage))
-        except UsageError as err:
-            fail(str(err))
-        print_verdict(verdict)
+        options = CheckOptions(device=device, timeout=timeout, time=not no_timing,
+                               compile_modes=parse_compile_modes(compile_modes))
+        verdict = judge_with_progress(problem, output, options)
         report["verdict"] = verdict
         status = verdict["status"]
     report["status"] = status
-    if json_path:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    write_json(json_path, report)
     sys.exit(EXIT_CORRECT if status in ("correct", None) else EXIT_VERDICT)
 
 

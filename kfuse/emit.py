@@ -105,7 +105,7 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str) 
     bases = ", ".join(ast.get_source_segment(source, b) for b in model.bases)
     model_new = [f"class ModelNew({bases}):"]
     if docstring:
-        model_new.append(textwrap.indent(f'"""{docstring} (fused by kfuse)"""', "    "))
+        model_new.append(textwrap.indent(f'"""{docstring} (fused by kfuse)"""\n', "    "))
     model_new.append(textwrap.indent(init_source.rstrip(), "    "))
     model_new.append("")
     model_new.append(f"    def forward(self, {', '.join(forward_args)}):")

@@ -3,7 +3,7 @@
 import pytest
 
 from kfuse.judge import CheckOptions, check
-from tests.conftest import CORPUS, PROBLEMS
+from tests.conftest import PROBLEMS
 from tests.corpus.expected import CORPUS as EXPECTED
 
 CPU_ENTRIES = sorted(name for name, entry in EXPECTED.items() if "cpu" in entry[3])
