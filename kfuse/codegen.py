@@ -254,8 +254,10 @@ def _host_wrapper(kernel: FusedKernel, target: str) -> str:
     params = ", ".join(f"const at::Tensor& a{k}" for k in range(n))
     replaced = " -> ".join(short for short in (str(t) for t in kernel.ops))
     if target == "cuda":
-        run = (f"    const bool small_index = shape.numel < INT32_MAX && max_offset < INT32_MAX;\n"
-               f"    const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;\n"
+        run = (f"    const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;\n"
+               f"    // a grid-stride index runs up to one grid (sms * 8 blocks of 256) past the end before it stops\n"
+               f"    const int64_t overshoot = (int64_t)sms * 8 * 256;\n"
+               f"    const bool small_index = shape.numel + overshoot < INT32_MAX && max_offset < INT32_MAX;\n"
                f"    {kernel.name}_launch(operands, shape, out.data_ptr<float>(), small_index, sms,\n"
                f"                         at::cuda::getCurrentCUDAStream());\n"
                f"    C10_CUDA_KERNEL_LAUNCH_CHECK();\n")
@@ -295,6 +297,10 @@ def render_ivalue(a, names: dict[str, str]) -> str:
         return f'c10::IValue(std::string("{a}"))'
     if isinstance(a, torch.dtype):
         return f"c10::IValue(int64_t(c10::ScalarType::{_scalar_type(a)}))"
+    if isinstance(a, torch.device):  # captured on the meta device: the run's device is the inputs' device
+        return f"c10::IValue({names['__device__']})"
+    if isinstance(a, torch.layout):
+        return "c10::IValue(int64_t(c10::Layout::Strided))" if a == torch.strided else _unsupported(a)
     if isinstance(a, torch.memory_format):
         fmt = {torch.contiguous_format: "Contiguous", torch.channels_last: "ChannelsLast",
                torch.preserve_format: "Preserve", torch.channels_last_3d: "ChannelsLast3d"}[a]
@@ -308,7 +314,21 @@ def render_ivalue(a, names: dict[str, str]) -> str:
             return "c10::IValue(std::vector<int64_t>{" + ", ".join(str(x) for x in a) + "})"
         if all(isinstance(x, (int, float)) for x in a):
             return "c10::IValue(std::vector<double>{" + ", ".join(repr(float(x)) for x in a) + "})"
+    return _unsupported(a)
+
+
+def _unsupported(a) -> str:
     raise NotImplementedError(f"argument {a!r} of type {type(a).__name__}")
+
+
+def _scalar(value: bool | int | float) -> str:
+    """A C++ at::Scalar for a Python number, keeping its kind (bool, int64 or double)."""
+    if isinstance(value, bool):
+        return f"at::Scalar({'true' if value else 'false'})"
+    if isinstance(value, int):
+        return f"at::Scalar(int64_t({value}))"
+    literal = repr(value) if value == value and abs(value) != float("inf") else _special(value)
+    return f"at::Scalar(double({literal}))"
 
 
 def _special(a: float) -> str:
@@ -349,7 +369,7 @@ def _library_call(call: LibraryCall, names: dict[str, str], handles: list[str]) 
     for arg, value in zip(schema.arguments, boxed_arguments(node)):
         if isinstance(value, (int, float)) and str(arg.type).startswith("Tensor"):
             # A Python number where the op takes a Tensor: a wrapped number, as eager PyTorch passes it.
-            rendered.append(f"kf::wrapped_number({value!r})")
+            rendered.append(f"kf::wrapped_number({_scalar(value)})")
         else:
             rendered.append(render_ivalue(value, names))
     args = ", ".join(rendered)
@@ -373,8 +393,10 @@ def _tuple_item(item: TupleItem, names: dict[str, str], plan: Plan) -> str:
 
 def _forward(captured: Captured, plan: Plan, names: dict[str, str]) -> str:
     # Buffers the model updates (running statistics) come by value: the handle shares their storage.
+    # Numbers among the user's inputs were folded into the graph at capture: they are not parameters here.
+    tensors = [i for i in captured.inputs if i.kind != "user" or i.dtype is not None]
     params = ", ".join(f"at::Tensor {i.name}" if i.name in captured.buffer_updates else f"const at::Tensor& {i.name}"
-                       for i in captured.inputs)
+                       for i in tensors)
     handles: list[str] = []
     body = []
     for step in plan.steps:
@@ -398,6 +420,8 @@ def _forward(captured: Captured, plan: Plan, names: dict[str, str]) -> str:
 
 def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     names = {i.name: i.name for i in captured.inputs}
+    first_tensor = next((i.name for i in captured.inputs if i.dtype is not None), None)
+    names["__device__"] = f"{first_tensor}.device()" if first_tensor else "at::Device(at::kCPU)"
     kernel_functions = "".join(_op_function(k) for k in plan.kernels)
     host_wrappers = "".join(_host_wrapper(k, target) for k in plan.kernels)
     forward = _forward(captured, plan, names)

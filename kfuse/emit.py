@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 import textwrap
 from pathlib import Path
 
@@ -58,13 +59,43 @@ def _summary(sources: Sources) -> str:
     return "\n".join(lines) if lines else "  (no kernels)"
 
 
-def emit(problem_path: Path, captured: Captured, sources: Sources, target: str) -> str:
+def _class_body(source: str, model: ast.ClassDef) -> list[str]:
+    """Model's body without its docstring and forward, as source text, `super(Model, self)` renamed."""
+    chunks = []
+    for i, node in enumerate(model.body):
+        is_docstring = i == 0 and isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant)
+        if is_docstring or (isinstance(node, ast.FunctionDef) and node.name == "forward"):
+            continue
+        first = node.decorator_list[0].lineno if getattr(node, "decorator_list", None) else node.lineno
+        text = "\n".join(source.splitlines()[first - 1:node.end_lineno])
+        chunks.append(re.sub(r"\bsuper\(\s*Model\s*,", "super(ModelNew,", textwrap.dedent(text)))
+    return chunks
+
+
+def _bound_names(node: ast.stmt) -> set[str]:
+    return {(a.asname or a.name).split(".")[0] for a in node.names}
+
+
+def _frozen_numbers(forward: ast.FunctionDef, example_inputs: list) -> list[tuple[str, str]]:
+    """Forward arguments that are numbers, with the value the graph was captured for (given or default)."""
+    params = forward.args.args[1:]
+    defaults = dict(zip([a.arg for a in params[len(params) - len(forward.args.defaults):]], forward.args.defaults))
+    frozen = []
+    for i, param in enumerate(params):
+        if i < len(example_inputs):
+            if not hasattr(example_inputs[i], "shape"):
+                frozen.append((param.arg, repr(example_inputs[i])))
+        elif param.arg in defaults:
+            frozen.append((param.arg, ast.unparse(defaults[param.arg])))
+    return frozen
+
+
+def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, example_inputs: list) -> str:
     source = problem_path.read_text(encoding="utf-8-sig")
     tree = ast.parse(source)
     model = _find_model(tree)
-    init = _method(model, "__init__")
+    _method(model, "__init__")
     forward = _method(model, "forward")
-    init_source = textwrap.dedent(ast.get_source_segment(source, init, padded=True))
     forward_args = [a.arg for a in forward.args.args[1:]]
     if forward.args.vararg or forward.args.kwonlyargs or forward.args.kwarg:
         raise EmitError("Model.forward with *args, **kwargs or keyword-only arguments is not supported yet")
@@ -74,7 +105,8 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str) 
         if graph_input.kind == "user":
             if graph_input.target >= len(forward_args):
                 raise EmitError("Model.forward takes fewer named arguments than get_inputs() gives")
-            call_args.append(forward_args[graph_input.target])
+            if graph_input.dtype is not None:  # numbers were folded into the graph at capture
+                call_args.append(forward_args[graph_input.target])
         else:
             call_args.append(_attribute_path(graph_input.target))
     result = "tuple(outputs)" if captured.returns_tuple else "outputs[0]"
@@ -88,8 +120,6 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str) 
         build += ['extra_cflags=["-O3", "-fopenmp"]', 'extra_ldflags=["-fopenmp"]']
     build += ['functions=["forward"]', "verbose=False", "**LIGHT_HEADERS"]
 
-    pieces = [f'"""Kernels fused by kfuse {__version__} for {problem_path.name} ({target} target):\n'
-              f"{_summary(sources)}\n" + '"""']
     kernel_block = []
     if sources.cuda is not None:
         kernel_block.append(f'CUDA_SOURCE = r"""\n{sources.cuda}"""\n')
@@ -106,23 +136,39 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str) 
     model_new = [f"class ModelNew({bases}):"]
     if docstring:
         model_new.append(textwrap.indent(f'"""{docstring} (fused by kfuse)"""\n', "    "))
-    model_new.append(textwrap.indent(init_source.rstrip(), "    "))
-    model_new.append("")
-    model_new.append(f"    def forward(self, {', '.join(forward_args)}):")
+    for chunk in _class_body(source, model):
+        model_new.append(textwrap.indent(chunk.rstrip(), "    ") + "\n")
+    model_new.append(f"    def forward({ast.unparse(forward.args)}):")
+    for name, value in _frozen_numbers(forward, example_inputs):
+        model_new.append(f"        if {name} != {value}:  # numbers are compiled into the kernels")
+        model_new.append(f'            raise ValueError("this ModelNew was compiled for {name}={value}")')
     model_new.append(f"        outputs = kernels.forward({', '.join(call_args)})")
     model_new.append(f"        return {result}")
 
-    # Keep the problem's own statements in order; Model's place takes the kernels and ModelNew.
+    # Keep the problem's own statements in order; Model's place takes the kernels and ModelNew. Imports that
+    # nothing uses any more go (KernelBench's checker rejects an unused `torch.nn.functional as F`).
     lines = source.splitlines()
-    body = []
+    chunks, nodes, future = [], [], []
     for node in tree.body:
         if node is model:
-            body.append("\n".join(kernel_block) + "\n\n" + "\n".join(model_new))
+            chunks.append("\n".join(kernel_block) + "\n\n" + "\n".join(model_new))
         else:
-            start = node.lineno - 1 - len(getattr(node, "decorator_list", []) or [])
-            body.append("\n".join(lines[start:node.end_lineno]))
-    imports = "from torch.utils.cpp_extension import load_inline\n"
-    return pieces[0] + "\n" + imports + _join(body, tree.body) + "\n"
+            start = (node.decorator_list[0].lineno if getattr(node, "decorator_list", None) else node.lineno) - 1
+            text = "\n".join(lines[start:node.end_lineno])
+            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                future.append(text)
+                continue
+            chunks.append(text)
+        nodes.append(node)
+    code = "\n".join(c for c, n in zip(chunks, nodes) if not isinstance(n, (ast.Import, ast.ImportFrom)))
+    kept = [(c, n) for c, n in zip(chunks, nodes)
+            if not isinstance(n, (ast.Import, ast.ImportFrom))
+            or any(re.search(rf"\b{re.escape(name)}\b", code) for name in _bound_names(n))]
+    header = f'"""Kernels fused by kfuse {__version__} for {problem_path.name} ({target} target):\n' \
+             f'{_summary(sources)}\n"""\n'
+    header += "".join(f"{f}\n" for f in future)
+    header += "from torch.utils.cpp_extension import load_inline\n"
+    return header + _join([c for c, _ in kept], [n for _, n in kept]) + "\n"
 
 
 def _join(chunks: list[str], nodes: list[ast.stmt]) -> str:

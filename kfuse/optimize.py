@@ -50,9 +50,13 @@ def optimize(problem_path: Path, output: Path, device: str) -> Optimized:
     except CaptureError as err:
         raise UsageError(str(err)) from None
     steps = plan(captured.graph)
+    if not steps.kernels:
+        ops = ", ".join(sorted({c.op for c in steps.library_calls})) or "none"
+        raise UsageError(f"kfuse has no kernel for anything in {problem_path.name} yet (ops: {ops}); a file of "
+                         f"library calls alone would not be a custom kernel")
     try:
         sources = generate(captured, steps, device)
-        text = emit(problem_path, captured, sources, device)
+        text = emit(problem_path, captured, sources, device, example)
     except (EmitError, NotImplementedError) as err:
         raise UsageError(f"cannot emit a ModelNew for {problem_path.name}: {err}") from None
     output.parent.mkdir(parents=True, exist_ok=True)

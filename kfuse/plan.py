@@ -83,13 +83,37 @@ def tensor_meta(node) -> torch.Tensor | None:
 
 
 def is_fusable(node: torch.fx.Node) -> bool:
-    if node.op != "call_function" or ops.lookup(node.target) is None:
+    op = ops.lookup(node.target) if node.op == "call_function" else None
+    if op is None or _mutates(node):
         return False
     out = tensor_meta(node)
     if out is None or out.dtype not in FUSABLE_DTYPES:
         return False
     tensor_args = [a for a in _flat_args(node) if isinstance(a, torch.fx.Node)]
-    return all(tensor_meta(a) is not None and tensor_meta(a).dtype in FUSABLE_DTYPES for a in tensor_args)
+    if not all(tensor_meta(a) is not None and tensor_meta(a).dtype in FUSABLE_DTYPES for a in tensor_args):
+        return False
+    placeholder = lambda a: "v" if isinstance(a, torch.fx.Node) else a  # noqa: E731
+    try:  # the table declines argument values it has no expression for (an unknown rounding mode, ...)
+        op.render([placeholder(a) for a in node.args], {k: placeholder(v) for k, v in node.kwargs.items()})
+    except (ValueError, TypeError, KeyError):
+        return False
+    return True
+
+
+def _mutates(node: torch.fx.Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    return bool(schema is not None and schema.is_mutable)
+
+
+def _epochs(nodes: list[torch.fx.Node]) -> dict[torch.fx.Node, int]:
+    """A counter that moves at every op that writes into a tensor (x += 1 stays in-place in the graph): nodes of
+    different epochs never share a kernel, so no kernel reads a value from before a write it runs after."""
+    epoch, epochs = 0, {}
+    for node in nodes:
+        if _mutates(node):
+            epoch += 1
+        epochs[node] = epoch
+    return epochs
 
 
 def _flat_args(node: torch.fx.Node) -> list:
@@ -104,8 +128,8 @@ def short_name(target) -> str:
 
 
 def plan(graph: torch.fx.Graph) -> Plan:
-    nodes = [n for n in graph.nodes if n.op == "call_function"]
-    kernels = _fuse([n for n in nodes if is_fusable(n)])
+    nodes = [n for n in graph.nodes if n.op == "call_function" and not _is_dead_assert(n)]
+    kernels = _fuse([n for n in nodes if is_fusable(n)], _epochs(nodes))
     kernel_by_result = {k.result: k for k in kernels}
     members = {n for k in kernels for n in k.nodes}
 
@@ -131,7 +155,13 @@ def plan(graph: torch.fx.Graph) -> Plan:
     return Plan(steps)
 
 
-def _fuse(fusable: list[torch.fx.Node]) -> list[FusedKernel]:
+def _is_dead_assert(node: torch.fx.Node) -> bool:
+    """export's metadata checks (`_assert_tensor_metadata`, ...): they name the capture's device, and nothing
+    uses them."""
+    return str(node.target).startswith("aten._assert") and not node.users
+
+
+def _fuse(fusable: list[torch.fx.Node], epochs: dict[torch.fx.Node, int]) -> list[FusedKernel]:
     """Pointwise nodes joined through producer -> consumer edges of equal shape and dtype, then cut so that every
     value needed outside a kernel is that kernel's result (kernels have one output)."""
     group = {n: n for n in fusable}
@@ -145,7 +175,7 @@ def _fuse(fusable: list[torch.fx.Node]) -> list[FusedKernel]:
     for node in fusable:
         out = tensor_meta(node)
         for a in _flat_args(node):
-            if isinstance(a, torch.fx.Node) and a in group:
+            if isinstance(a, torch.fx.Node) and a in group and epochs[a] == epochs[node]:
                 val = tensor_meta(a)
                 if val.shape == out.shape and val.dtype == out.dtype:
                     group[root(a)] = root(node)

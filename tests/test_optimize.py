@@ -24,6 +24,8 @@ EXPECTED = {
     "sum_middle_dim_tanh": ([["mul", "tanh", "add"]], ["sum"]),
     "batchnorm_relu": ([["relu"]], ["add_", "batch_norm"]),
     "bmm_residual_softmax": ([["add"], ["mul"]], ["bmm", "softmax"]),
+    # the in-place add splits the kernels: sigmoid must read x before the add writes it
+    "kernelbench_style": ([["sigmoid"], ["mul", "mul"]], ["add_"]),
 }
 
 
@@ -98,3 +100,13 @@ def test_unsupported_problem_is_a_clear_error(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.startswith("kfuse: error:")
+
+
+def test_nothing_to_fuse_is_a_clear_error(tmp_path):
+    problem = tmp_path / "p.py"
+    problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n"
+                       "        super().__init__()\n    def forward(self, x):\n        return torch.softmax(x, -1)\n"
+                       "def get_inputs():\n    return [torch.rand(3, 4)]\ndef get_init_inputs():\n    return []\n")
+    done = subprocess.run([sys.executable, "-m", "kfuse", "optimize", str(problem), "--device", "cpu", "--no-check"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "no kernel" in done.stderr and "Traceback" not in done.stderr
