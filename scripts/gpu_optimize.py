@@ -1,9 +1,9 @@
-"""Optimize the seed problems (suite/seeds) for CUDA, build the emitted files cold and warm, and judge them.
+"""Optimize problems for CUDA, build the emitted files cold and warm, and judge them on the GPU.
 
-    PYTHONPATH=. python scripts/gpu_seeds.py --out DIR
+    PYTHONPATH=. python scripts/gpu_optimize.py --out DIR [--problems suite/seeds] [--no-timing] [--big]
 
-Writes DIR/seeds-<gpu>-<date>.json and prints a table last: eager, torch.compile and kfuse medians (ms, one run,
-interleaved), speedups, the roofline floor, cold build and warm import seconds.
+Writes DIR/<folder>-<gpu>-<date>.json and prints a table last: eager, torch.compile and kfuse medians (ms, one
+run, interleaved), speedups, the roofline floor, cold build and warm import seconds.
 """
 
 from __future__ import annotations
@@ -39,15 +39,18 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--big", action="store_true", help="include the 6.4 GB LeakyReLU seed (slow to judge)")
+    parser.add_argument("--problems", type=Path, default=SEEDS)
+    parser.add_argument("--no-timing", action="store_true")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
 
     gpu = torch.cuda.get_device_name(0)
-    problems = [p for p in sorted(SEEDS.glob("*.py")) if args.big or "4096x393216" not in p.name]
-    emitted = {p.stem: optimize(p, args.out / f"{p.stem}_new.py", "cuda") for p in problems}
+    problems = [p for p in sorted(args.problems.glob("*.py")) if args.big or "4096x393216" not in p.name]
+    # Emitted files go one folder down: the device tool returns few files, and the JSON and log come first.
+    emitted = {p.stem: optimize(p, args.out / "emitted" / f"{p.stem}_new.py", "cuda") for p in problems}
     os.environ.setdefault("MAX_JOBS", "4")
-    with ThreadPoolExecutor(max_workers=len(problems)) as pool:
+    with ThreadPoolExecutor(max_workers=min(8, len(problems))) as pool:
         cold = dict(zip(emitted, pool.map(import_seconds, [e.path for e in emitted.values()])))
     warm = {name: import_seconds(e.path) for name, e in emitted.items()}
     for name, (seconds, code, err) in cold.items():
@@ -59,7 +62,8 @@ def main() -> int:
     rows = []
     for problem in problems:
         name = problem.stem
-        options = CheckOptions(device="cuda", timeout=600, compile_modes=["default"], min_seconds=1.0)
+        options = CheckOptions(device="cuda", timeout=600, compile_modes=["default"], min_seconds=1.0,
+                               time=not args.no_timing)
         verdict = check(problem, emitted[name].path, options)
         timing = verdict.get("timing") or {}
         rows.append({"problem": name, "status": verdict["status"], "reasons": verdict["reasons"],
@@ -69,7 +73,7 @@ def main() -> int:
         print(f"{name}: {verdict['status']} {verdict['reasons'][:1]}", flush=True)
 
     stamp = datetime.date.today().isoformat()
-    path = args.out / f"seeds-{gpu.replace(' ', '-')}-{stamp}.json"
+    path = args.out / f"{args.problems.name}-{gpu.replace(' ', '-')}-{stamp}.json"
     path.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "date": stamp, "rows": rows},
                                indent=2, default=str))
     print(f"\n{'problem':28} {'verdict':9} {'eager':>8} {'compile':>8} {'kfuse':>8} {'floor':>8} "
