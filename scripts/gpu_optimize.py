@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -41,14 +42,16 @@ def main() -> int:
     parser.add_argument("--big", action="store_true", help="include the 6.4 GB LeakyReLU seed (slow to judge)")
     parser.add_argument("--problems", type=Path, default=SEEDS)
     parser.add_argument("--no-timing", action="store_true")
+    parser.add_argument("--keep-emitted", action="store_true", help="write the ModelNew files under --out/emitted")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
 
     gpu = torch.cuda.get_device_name(0)
     problems = [p for p in sorted(args.problems.glob("*.py")) if args.big or "4096x393216" not in p.name]
-    # Emitted files go one folder down: the device tool returns few files, and the JSON and log come first.
-    emitted = {p.stem: optimize(p, args.out / "emitted" / f"{p.stem}_new.py", "cuda") for p in problems}
+    # Emitted files stay out of --out unless asked for: the device tool returns only a few files.
+    where = args.out / "emitted" if args.keep_emitted else Path(tempfile.mkdtemp(prefix="kfuse-emitted-"))
+    emitted = {p.stem: optimize(p, where / f"{p.stem}_new.py", "cuda") for p in problems}
     os.environ.setdefault("MAX_JOBS", "4")
     with ThreadPoolExecutor(max_workers=min(8, len(problems))) as pool:
         cold = dict(zip(emitted, pool.map(import_seconds, [e.path for e in emitted.values()])))
