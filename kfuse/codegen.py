@@ -84,10 +84,34 @@ inline c10::OperatorHandle aten(const char* name, const char* overload) {
 """
 
 
+def _prelude_units(body: str) -> list[str]:
+    """ops.PRELUDE's helpers one by one: a definition with the comment above it, or a whole #if ... #endif."""
+    units, current, depth, open_ifs = [], [], 0, 0
+    for line in body.splitlines():
+        text = line.strip()
+        at_top = depth == 0 and open_ifs == 0
+        only_comments = all(x.strip().startswith(("/*", "*", "//")) for x in current)
+        if at_top and (not text or (text.startswith(("KF_INLINE", "/*", "#if")) and not only_comments)):
+            if current:
+                units.append("\n".join(current))
+            current = []
+        if text:
+            current.append(line)
+        if depth == 0 and text.startswith("#if"):
+            open_ifs += 1
+        elif depth == 0 and text.startswith("#endif"):
+            open_ifs -= 1
+        depth += line.count("{") - line.count("}")
+    if current:
+        units.append("\n".join(current))
+    return units
+
+
 def prelude_for(code: str) -> str:
-    """The parts of ops.PRELUDE that `code` uses (directly or through other helpers): short generated files."""
-    header, *chunks = ops.PRELUDE.strip("\n").split("\n\n")
-    defines = [set(re.findall(r"KF_INLINE\s+\w+\s+(kf_\w+)\s*\(", chunk)) for chunk in chunks]
+    """The helpers of ops.PRELUDE that `code` uses, directly or through other helpers: short generated files."""
+    header, _, body = ops.PRELUDE.strip("\n").partition("\n\n")
+    units = _prelude_units(body)
+    defines = [set(re.findall(r"KF_INLINE\s+\w+\s+(kf_\w+)\s*\(", unit)) for unit in units]
     wanted = set(re.findall(r"\bkf_\w+", code))
     keep: set[int] = set()
     while True:
@@ -96,8 +120,8 @@ def prelude_for(code: str) -> str:
             break
         keep |= more
         for i in more:
-            wanted |= set(re.findall(r"\bkf_\w+", chunks[i]))
-    return "\n\n".join([header] + [chunks[i] for i in sorted(keep)]) + "\n"
+            wanted |= set(re.findall(r"\bkf_\w+", units[i]))
+    return "\n".join([header, ""] + [units[i] for i in sorted(keep)]) + "\n"
 
 
 @dataclass
