@@ -310,6 +310,7 @@ class Judgement:
             self.scales = weight_scales(self.reference)
         except ProblemError as err:
             raise Outcome("usage", str(err)) from None
+        self.refuse_random_reference()
         self.candidate = CandidateProcess(self.device, self.events)
         try:
             self.events.stage("building the candidate")
@@ -321,6 +322,26 @@ class Judgement:
             return self.check_and_time()
         finally:
             self.candidate.close()
+
+    def refuse_random_reference(self) -> None:
+        """A Model whose output depends on the RNG (dropout with p > 0 in training mode) cannot be compared
+        elementwise with any other implementation: say so instead of failing every honest candidate."""
+        self.events.stage("checking that the reference is deterministic")
+        probe = copy.deepcopy(self.reference)  # its buffers may move; the real reference's must not
+        inputs = self.inputs(self.spec["seed"])
+        outputs = []
+        for seed in (1, 2):
+            torch.manual_seed(seed)
+            with torch.no_grad():
+                outputs.append([t for _, t in leaves(probe(*inputs)) if isinstance(t, torch.Tensor)])
+        same = all(a.shape == b.shape and torch.allclose(a.double(), b.double(), rtol=1e-4, atol=1e-4, equal_nan=True)
+                   for a, b in zip(*outputs))
+        if not same:
+            raise Outcome("usage", "the problem's Model gives different outputs for the same inputs under different "
+                                   "random seeds (dropout with p > 0?): no candidate can be compared with it "
+                                   "elementwise; use p = 0 or put the model in eval mode in the problem file")
+        del probe, inputs, outputs
+        release_cached_memory(self.device)
 
     def check_and_time(self) -> dict:
         self.plan = trial_plan(self.spec["trials"])

@@ -111,3 +111,11 @@ def test_extract_command(tmp_path):
     done = kfuse("extract", answer, "-o", target)
     assert done.returncode == 0 and target.read_text() == "class ModelNew:\n    x = 1\n"
     assert_one_line_error(kfuse("extract", write(tmp_path, "b.txt", "no code here\n")), "no fenced code blocks")
+
+
+def test_random_reference_is_refused_with_a_reason(tmp_path, built_cpu_corpus):
+    text = LEAKY.read_text().replace(
+        "return torch.nn.functional.leaky_relu(x, negative_slope=self.negative_slope)",
+        "return torch.nn.functional.dropout(torch.nn.functional.leaky_relu(x, self.negative_slope), p=0.5)")
+    problem = write(tmp_path, "leaky_relu.py", text)
+    assert_one_line_error(kfuse("check", problem, HONEST, "--device", "cpu", "--no-timing"), "dropout")
