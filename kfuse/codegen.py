@@ -41,28 +41,45 @@ struct Shape {{
 # Host helpers (ATen side): broadcasting operands to the output's shape, and calling any ATen op by name.
 HOST_RUNTIME = r"""
 namespace kf {
-// Broadcasts the operands, fills their descriptors, and returns the output: `into` when it already has the
-// right shape and layout (an anchor's fresh buffer, overwritten in place), else a new contiguous tensor.
-inline at::Tensor prepare(std::vector<at::Tensor> inputs, const at::Tensor* into, Operand* operands, Shape& shape) {
-    std::vector<int64_t> sizes(inputs[0].sizes().begin(), inputs[0].sizes().end());
-    for (size_t k = 1; k < inputs.size(); ++k) sizes = at::infer_size(sizes, inputs[k].sizes());
-    TORCH_CHECK(sizes.size() <= KF_MAX_DIMS, "kfuse kernels support up to ", KF_MAX_DIMS, " dimensions");
-    shape.ndim = static_cast<int>(sizes.size());
+// Broadcasts the operands to one shape, fills their descriptors and returns the output: `into` when it already
+// has that shape and layout (an anchor's fresh buffer, overwritten in place), else a new contiguous tensor.
+// Strides are computed here rather than through expand(): no tensor is created on the way (host latency).
+inline at::Tensor prepare(const at::Tensor* const* inputs, int count, const at::Tensor* into, Operand* operands,
+                          Shape& shape) {
+    int ndim = 0;
+    for (int k = 0; k < count; ++k) ndim = std::max(ndim, static_cast<int>(inputs[k]->dim()));
+    TORCH_CHECK(ndim <= KF_MAX_DIMS, "kfuse kernels support up to ", KF_MAX_DIMS, " dimensions");
+    shape.ndim = ndim;
     shape.numel = 1;
-    for (int d = 0; d < shape.ndim; ++d) { shape.sizes[d] = sizes[d]; shape.numel *= sizes[d]; }
-    for (size_t k = 0; k < inputs.size(); ++k) {
-        TORCH_CHECK(inputs[k].scalar_type() == at::kFloat, "kfuse kernel expects float32 operands");
-        at::Tensor view = inputs[k].expand(sizes);
-        operands[k].data = view.data_ptr<float>();
-        bool dense = view.is_contiguous();
-        bool single = inputs[k].numel() == 1;
-        for (int d = 0; d < shape.ndim; ++d) operands[k].strides[d] = view.stride(d);
+    for (int d = 0; d < ndim; ++d) {
+        int64_t size = 1;
+        for (int k = 0; k < count; ++k) {
+            const int64_t at_d = d - (ndim - inputs[k]->dim());
+            const int64_t own = at_d < 0 ? 1 : inputs[k]->size(at_d);
+            TORCH_CHECK(own == size || own == 1 || size == 1, "kfuse kernel: operand shapes do not broadcast");
+            if (own != 1) size = own;
+        }
+        shape.sizes[d] = size;
+        shape.numel *= size;
+    }
+    const at::Tensor& first = *inputs[0];
+    for (int k = 0; k < count; ++k) {
+        const at::Tensor& t = *inputs[k];
+        TORCH_CHECK(t.scalar_type() == at::kFloat, "kfuse kernel expects float32 operands");
+        TORCH_CHECK(t.device() == first.device(), "kfuse kernel: operands on different devices");
+        operands[k].data = t.data_ptr<float>();
+        for (int d = 0; d < ndim; ++d) {
+            const int64_t at_d = d - (ndim - t.dim());
+            operands[k].strides[d] = (at_d < 0 || t.size(at_d) == 1) ? 0 : t.stride(at_d);
+        }
+        const bool single = t.numel() == 1;
+        const bool dense = t.numel() == shape.numel && t.is_contiguous();
         operands[k].step = single ? 0 : (dense ? 1 : -1);
     }
-    bool reuse = into != nullptr && into->sizes().vec() == sizes && into->is_contiguous()
-                 && into->scalar_type() == at::kFloat;
-    return reuse ? *into : at::empty(sizes, inputs[0].options().dtype(at::kFloat)
-                                            .memory_format(at::MemoryFormat::Contiguous));
+    const c10::IntArrayRef sizes(shape.sizes, ndim);
+    const bool reuse = into != nullptr && into->sizes() == sizes && into->is_contiguous()
+                       && into->scalar_type() == at::kFloat;
+    return reuse ? *into : at::empty(sizes, first.options().memory_format(at::MemoryFormat::Contiguous));
 }
 
 // An ATen op through the dispatcher: any op the graph holds that kfuse does not fuse.
@@ -82,6 +99,39 @@ inline c10::OperatorHandle aten(const char* name, const char* overload) {
 }
 }  // namespace kf
 """
+
+# The host side includes only the ATen headers it uses (not torch/extension.h, which pulls in all of ATen's ops,
+# pybind11 and Python): the extension builds in a third of the time.
+HOST_HEADERS = """#include <algorithm>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ScalarOps.h>
+#include <torch/library.h>
+"""
+
+CUDA_HOST_HEADERS = """#include <cuda_runtime_api.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+"""
+
+# The SM count sizes every grid; asked once per device (the properties call costs microseconds).
+CUDA_HOST_RUNTIME = r"""
+namespace kf {
+inline int sm_count(int device) {
+    static int counts[256] = {0};
+    if (counts[device] == 0) C10_CUDA_CHECK(cudaDeviceGetAttribute(&counts[device], cudaDevAttrMultiProcessorCount, device));
+    return counts[device];
+}
+}  // namespace kf
+"""
+
+
+def registration(namespace: str) -> str:
+    """Registers `forward` as a torch op (torch.ops.<namespace>.forward): no pybind11, so the host file stays light."""
+    return f'\nTORCH_LIBRARY({namespace}, m) {{\n    m.def("forward", &forward);\n}}\n'
 
 
 def _prelude_units(body: str) -> list[str]:
@@ -278,12 +328,12 @@ def _host_wrapper(kernel: FusedKernel, target: str) -> str:
     params = ", ".join(f"const at::Tensor& a{k}" for k in range(n))
     replaced = " -> ".join(short for short in (str(t) for t in kernel.ops))
     if target == "cuda":
-        run = (f"    const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;\n"
+        run = (f"    const int sms = kf::sm_count(out.get_device());\n"
                f"    // a grid-stride index runs up to one grid (sms * 8 blocks of 256) past the end before it stops\n"
                f"    const int64_t overshoot = (int64_t)sms * 8 * 256;\n"
                f"    const bool small_index = shape.numel + overshoot < INT32_MAX && max_offset < INT32_MAX;\n"
                f"    {kernel.name}_launch(operands, shape, out.data_ptr<float>(), small_index, sms,\n"
-               f"                         at::cuda::getCurrentCUDAStream());\n"
+               f"                         c10::cuda::getCurrentCUDAStream());\n"
                f"    C10_CUDA_KERNEL_LAUNCH_CHECK();\n")
         offset_check = ("    int64_t max_offset = 0;  // 32-bit indexing only when every buffer fits\n"
                         f"    for (int k = 0; k < {n}; ++k)\n"
@@ -292,13 +342,14 @@ def _host_wrapper(kernel: FusedKernel, target: str) -> str:
     else:
         run = f"    {kernel.name}_run(operands, shape, out.data_ptr<float>());\n"
         offset_check = ""
-    inputs = ", ".join(f"a{k}" for k in range(n))
+    inputs = ", ".join(f"&a{k}" for k in range(n))
     return f"""
 // {kernel.name}: {replaced}, reading each operand once and writing once
 at::Tensor {kernel.name}({params}, const at::Tensor* into) {{
     kf::Operand operands[{n}];
     kf::Shape shape;
-    at::Tensor out = kf::prepare({{{inputs}}}, into, operands, shape);
+    const at::Tensor* inputs[{n}] = {{{inputs}}};
+    at::Tensor out = kf::prepare(inputs, {n}, into, operands, shape);
     if (shape.numel == 0) return out;
 {offset_check}{run}    return out;
 }}
@@ -415,7 +466,7 @@ def _tuple_item(item: TupleItem, names: dict[str, str], plan: Plan) -> str:
     return f"    at::Tensor {item.node.name} = {item.source}[{item.index}].toTensor();"
 
 
-def _forward(captured: Captured, plan: Plan, names: dict[str, str]) -> str:
+def _forward(captured: Captured, plan: Plan, names: dict[str, str], target: str) -> str:
     # Buffers the model updates (running statistics) come by value: the handle shares their storage.
     # Numbers among the user's inputs were folded into the graph at capture: they are not parameters here.
     tensors = [i for i in captured.inputs if i.kind != "user" or i.dtype is not None]
@@ -437,9 +488,11 @@ def _forward(captured: Captured, plan: Plan, names: dict[str, str]) -> str:
     for buffer, value in captured.buffer_updates.items():
         body.append(f"    {buffer}.copy_({names[value]});  // buffer update, as the model does")
     outputs = ", ".join(names[o] for o in captured.outputs)
-    lines = "\n".join(handles + body)
-    return (f"std::vector<at::Tensor> forward({params}) {{\n"
-            f"    torch::NoGradGuard no_grad;\n{lines}\n    return {{{outputs}}};\n}}\n")
+    guards = ["    at::NoGradGuard no_grad;"]
+    if target == "cuda" and tensors:  # kernels launch on the inputs' GPU, whichever is current
+        guards.append(f"    const c10::cuda::CUDAGuard device_guard({tensors[0].name}.device());")
+    lines = "\n".join(guards + handles + body)
+    return f"std::vector<at::Tensor> forward({params}) {{\n{lines}\n    return {{{outputs}}};\n}}\n"
 
 
 def generate(captured: Captured, plan: Plan, target: str) -> Sources:
@@ -448,18 +501,18 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     names["__device__"] = f"{first_tensor}.device()" if first_tensor else "at::Device(at::kCPU)"
     kernel_functions = "".join(_op_function(k) for k in plan.kernels)
     host_wrappers = "".join(_host_wrapper(k, target) for k in plan.kernels)
-    forward = _forward(captured, plan, names)
+    forward = _forward(captured, plan, names, target)
     if target == "cuda":
         launches = "".join(f"void {k.name}_launch(const kf::Operand* o, const kf::Shape& shape, float* out, "
                            f"bool small_index, int sms, cudaStream_t stream);\n" for k in plan.kernels)
         cuda = ("#include <cuda_runtime.h>\n#include <algorithm>\n" + COMMON + prelude_for(kernel_functions)
                 + kernel_functions
                 + "".join(_cuda_kernels(k) for k in plan.kernels))
-        cpp = ("#include <torch/extension.h>\n#include <ATen/cuda/CUDAContext.h>\n"
-               "#include <c10/cuda/CUDAException.h>\n" + COMMON + HOST_RUNTIME + launches + host_wrappers + forward)
+        cpp = (HOST_HEADERS + CUDA_HOST_HEADERS + COMMON + HOST_RUNTIME + CUDA_HOST_RUNTIME + launches
+               + host_wrappers + forward)
     else:
         cuda = None
-        cpp = ("#include <torch/extension.h>\n#include <ATen/Parallel.h>\n" + COMMON + prelude_for(kernel_functions)
+        cpp = (HOST_HEADERS + "#include <ATen/Parallel.h>\n" + COMMON + prelude_for(kernel_functions)
                + HOST_RUNTIME
                + kernel_functions + "".join(_cpu_kernel(k) for k in plan.kernels) + host_wrappers + forward)
     kernels = [{"name": k.name, "fuses": k.ops, "in_place_into": k.write_into} for k in plan.kernels]

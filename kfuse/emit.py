@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kfuse import __version__
 from kfuse.capture import Captured
-from kfuse.codegen import Sources
+from kfuse.codegen import Sources, registration
 
 
 class EmitError(Exception):
@@ -113,24 +113,27 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
 
     digest = hashlib.sha256((sources.cpp + (sources.cuda or "")).encode()).hexdigest()[:10]
     stem = "".join(c if c.isalnum() else "_" for c in problem_path.stem)
-    build = [f'name="kfuse_{stem}_{digest}"', "cpp_sources=CPP_SOURCE"]
+    name = f"kfuse_{stem}_{digest}"
+    cpp = sources.cpp + registration(name)
+    build = [f'name="{name}"', "cpp_sources=CPP_SOURCE"]
     if sources.cuda is not None:
         build += ["cuda_sources=CUDA_SOURCE", 'extra_cuda_cflags=["-O3"]']
     else:
         build += ['extra_cflags=["-O3", "-fopenmp"]', 'extra_ldflags=["-fopenmp"]']
-    build += ['functions=["forward"]', "verbose=False", "**LIGHT_HEADERS"]
+    build += ["is_python_module=False", "verbose=False", "**LIGHT_HEADERS"]
 
     kernel_block = []
     if sources.cuda is not None:
         kernel_block.append(f'CUDA_SOURCE = r"""\n{sources.cuda}"""\n')
-    kernel_block.append(f'CPP_SOURCE = r"""\n{sources.cpp}"""\n')
+    kernel_block.append(f'CPP_SOURCE = r"""\n{cpp}"""\n')
     kernel_block.append(
-        "# The sources include what they need: skipping torch's implicit headers keeps the CUDA file light.\n"
+        "# The sources include only what they use: skipping torch's implicit headers keeps the build short.\n"
         "# (older torch versions lack the option and always add them.)\n"
         'LIGHT_HEADERS = ({"no_implicit_headers": True}\n'
         '                 if "no_implicit_headers" in load_inline.__code__.co_varnames else {})\n'
-        "# Built once per source: the name carries a hash of both sources.\n"
-        "kernels = load_inline(\n    " + ",\n    ".join(build) + ",\n)\n")
+        "# Built once per source (the name carries a hash of both sources), then loaded as torch.ops." + name + ".\n"
+        "load_inline(\n    " + ",\n    ".join(build) + ",\n)\n"
+        f"kernels = torch.ops.{name}\n")
     docstring = ast.get_docstring(model)
     bases = ", ".join(ast.get_source_segment(source, b) for b in model.bases)
     model_new = [f"class ModelNew({bases}):"]
@@ -167,7 +170,9 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     header = f'"""Kernels fused by kfuse {__version__} for {problem_path.name} ({target} target):\n' \
              f'{_summary(sources)}\n"""\n'
     header += "".join(f"{f}\n" for f in future)
-    header += "from torch.utils.cpp_extension import load_inline\n"
+    binds_torch = any(isinstance(n, ast.Import) and any(a.name.split(".")[0] == "torch" and not a.asname for a in n.names)
+                      for n in tree.body)
+    header += ("" if binds_torch else "import torch\n") + "from torch.utils.cpp_extension import load_inline\n"
     return header + _join([c for c, _ in kept], [n for _, n in kept]) + "\n"
 
 

@@ -32,6 +32,10 @@ PLUMBING = {
     "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
     "tensor", "as_tensor", "Size", "device", "dtype", "is_tensor", "numel", "broadcast_shapes", "finfo", "iinfo",
 }
+# torch.ops namespaces of PyTorch's own kernels; any other namespace holds ops a load_inline library registered.
+TORCH_OP_NAMESPACES = {"aten", "prims", "quantized", "_quantized", "quantized_decomposed", "mkldnn", "mkl", "_c10d_functional",
+                       "c10d", "c10d_functional", "_inductor_test", "inductor", "higher_order", "profiler", "cuda",
+                       "torchvision", "image", "fbgemm", "torchaudio", "xformers", "_C", "sparse", "onednn"}
 TORCH_CONTAINERS = {"Parameter", "ParameterList", "ParameterDict", "ModuleList", "ModuleDict", "Identity"}
 TENSOR_COMPUTE_METHODS = {
     "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "clamp", "clamp_min", "clamp_max", "sum",
@@ -240,7 +244,8 @@ class _Checker(ast.NodeVisitor):
             elif isinstance(node, ast.Call):
                 name = self.resolve(dotted_name(node.func)) or ""
                 short = name.split(".")[-1]
-                if name.startswith("torch.") and short not in PLUMBING and not name.startswith("torch.cuda"):
+                if name.startswith("torch.") and short not in PLUMBING and not name.startswith("torch.cuda") \
+                        and not _custom_op(name):
                     op = name
                 elif isinstance(node.func, ast.Attribute) and node.func.attr in TENSOR_COMPUTE_METHODS \
                         and not name.startswith("torch.") and _receiver_root(node.func) not in self.globals:
@@ -253,6 +258,12 @@ class _Checker(ast.NodeVisitor):
         listed = ", ".join(f"{op} (line {line})" for op, line in used.items())
         return [Finding("warning", "torch-ops-in-forward", forward.lineno,
                         f"forward calls torch compute ops: {listed}")]
+
+
+def _custom_op(name: str) -> bool:
+    """torch.ops.<namespace>.<op> where the namespace is not one of PyTorch's: an op the candidate compiled."""
+    parts = name.split(".")
+    return len(parts) >= 4 and parts[1] == "ops" and parts[2] not in TORCH_OP_NAMESPACES
 
 
 def _self_attribute(node: ast.AST) -> str | None:

@@ -82,3 +82,15 @@ class ModelNew(nn.Module):
     message = found[0].message
     assert "torch.nn.functional.gelu" in message and "@ (matmul)" in message and ".sum()" in message
     assert "empty_like" not in message and "ext" not in message
+
+
+def test_ops_a_library_registered_are_custom_but_aten_ops_are_torch_compute():
+    body = """
+kernels = torch.ops.kfuse_model_1234
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return kernels.forward(torch.ops.aten.relu(x))[0]
+"""
+    found = findings(body)
+    assert [f.level for f in found] == ["warning"]
+    assert "torch.ops.aten.relu" in found[0].message and "kfuse_model" not in found[0].message
