@@ -295,6 +295,63 @@ void {kernel.name}_launch(const kf::Operand* o, const kf::Shape& shape, float* o
 """
 
 
+def _channels_last_kernel(kernel: FusedKernel) -> str:
+    """The kernel for a channels-last input ([N][S][C] in memory, S the spatial positions) and a contiguous
+    result ([N][C][S]): a 32x32 tile passes through shared memory, so reads and writes both coalesce. Other
+    operands are read at the result's coordinates (n, c, spatial position) through their strides."""
+    n = len(kernel.inputs)
+    source = kernel.inputs.index(kernel.channels_last_input)
+    operands = ", ".join(f"kf::Operand o{k}" for k in range(n))
+    others = [k for k in range(n) if k != source]
+    offsets = ""
+    if others:
+        decl = "".join(f"                index_t off{k} = (index_t)n * o{k}.strides[0] + (index_t)c * o{k}.strides[1];\n"
+                       for k in others)
+        acc = "".join(f" off{k} += x * o{k}.strides[d];" for k in others)
+        offsets = (f"{decl}                index_t rest = (index_t)s;\n"
+                   f"                for (int d = shape.ndim - 1; d >= 2; --d) {{\n"
+                   f"                    const index_t x = rest % (index_t)shape.sizes[d];\n"
+                   f"                    rest /= (index_t)shape.sizes[d];{acc}\n"
+                   f"                }}\n")
+    loads = ", ".join("tile[threadIdx.x][i]" if k == source else f"o{k}.data[o{k}.step ? off{k} : 0]"
+                      for k in range(n))
+    args = ", ".join(f"o[{k}]" for k in range(n))
+    return f"""
+template <typename index_t>
+__global__ void {kernel.name}_from_channels_last({operands}, kf::Shape shape, float* __restrict__ out) {{
+    __shared__ float tile[32][33];  // one padding column: the transposed reads hit 32 different banks
+    const int64_t channels = shape.sizes[1], spatial = shape.numel / (shape.sizes[0] * channels);
+    const int64_t s0 = (int64_t)blockIdx.x * 32, c0 = (int64_t)blockIdx.y * 32;
+    for (int64_t n = blockIdx.z; n < shape.sizes[0]; n += gridDim.z) {{
+        const float* src = o{source}.data + n * spatial * channels;
+        for (int i = threadIdx.y; i < 32; i += blockDim.y) {{
+            const int64_t s = s0 + i, c = c0 + threadIdx.x;
+            if (s < spatial && c < channels) tile[i][threadIdx.x] = src[s * channels + c];
+        }}
+        __syncthreads();
+        for (int i = threadIdx.y; i < 32; i += blockDim.y) {{
+            const int64_t c = c0 + i, s = s0 + threadIdx.x;
+            if (s < spatial && c < channels) {{
+{offsets}                out[((index_t)n * (index_t)channels + (index_t)c) * (index_t)spatial + (index_t)s] =
+                    {kernel.name}_op({loads});
+            }}
+        }}
+        __syncthreads();
+    }}
+}}
+
+void {kernel.name}_launch_from_channels_last(const kf::Operand* o, const kf::Shape& shape, float* out,
+                                             bool small_index, cudaStream_t stream) {{
+    const int64_t channels = shape.sizes[1], spatial = shape.numel / (shape.sizes[0] * channels);
+    const dim3 threads(32, 8);
+    const dim3 blocks((unsigned)((spatial + 31) / 32), (unsigned)((channels + 31) / 32),
+                      (unsigned)std::min<int64_t>(shape.sizes[0], 65535));
+    if (small_index) {kernel.name}_from_channels_last<int32_t><<<blocks, threads, 0, stream>>>({args}, shape, out);
+    else {kernel.name}_from_channels_last<int64_t><<<blocks, threads, 0, stream>>>({args}, shape, out);
+}}
+"""
+
+
 def _cpu_kernel(kernel: FusedKernel) -> str:
     n = len(kernel.inputs)
     dense_loads = ", ".join(f"o[{k}].data[o[{k}].step ? i : 0]" for k in range(n))
@@ -328,12 +385,23 @@ def _host_wrapper(kernel: FusedKernel, target: str) -> str:
     params = ", ".join(f"const at::Tensor& a{k}" for k in range(n))
     replaced = " -> ".join(short for short in (str(t) for t in kernel.ops))
     if target == "cuda":
+        launch = (f"    {kernel.name}_launch(operands, shape, out.data_ptr<float>(), small_index, sms,\n"
+                  f"                         c10::cuda::getCurrentCUDAStream());\n")
+        if kernel.channels_last_input:
+            source = f"a{kernel.inputs.index(kernel.channels_last_input)}"
+            launch = (f"    const auto layout = {source}.dim() == 5 ? at::MemoryFormat::ChannelsLast3d"
+                      f" : at::MemoryFormat::ChannelsLast;\n"
+                      f"    if (({source}.dim() == 4 || {source}.dim() == 5) && {source}.is_contiguous(layout)\n"
+                      f"        && {source}.sizes() == out.sizes() && shape.sizes[1] < 65535 * 32) {{\n"
+                      f"        {kernel.name}_launch_from_channels_last(operands, shape, out.data_ptr<float>(), small_index,\n"
+                      f"            c10::cuda::getCurrentCUDAStream());\n"
+                      f"    }} else {{  // the library chose another layout: read it through its strides\n"
+                      f"    " + launch.replace("\n    ", "\n        ") + "    }\n")
         run = (f"    const int sms = kf::sm_count(out.get_device());\n"
                f"    // a grid-stride index runs up to one grid (sms * 8 blocks of 256) past the end before it stops\n"
                f"    const int64_t overshoot = (int64_t)sms * 8 * 256;\n"
                f"    const bool small_index = shape.numel + overshoot < INT32_MAX && max_offset < INT32_MAX;\n"
-               f"    {kernel.name}_launch(operands, shape, out.data_ptr<float>(), small_index, sms,\n"
-               f"                         c10::cuda::getCurrentCUDAStream());\n"
+               f"{launch}"
                f"    C10_CUDA_KERNEL_LAUNCH_CHECK();\n")
         offset_check = ("    int64_t max_offset = 0;  // 32-bit indexing only when every buffer fits\n"
                         f"    for (int k = 0; k < {n}; ++k)\n"
@@ -440,20 +508,31 @@ def _library_call(call: LibraryCall, names: dict[str, str], handles: list[str]) 
     handle = f"op_{node.name}"
     handles.append(f'    static const c10::OperatorHandle {handle} = kf::aten("{schema.name}", '
                    f'"{schema.overload_name}");')
+    values = boxed_arguments(node)
+    before, local = "", names
+    if call.channels_last:  # input and weight channels-last: cuDNN's fast layout, and the output follows it
+        layout = "ChannelsLast3d" if tensor_meta(node).dim() == 5 else "ChannelsLast"
+        local = dict(names)
+        for role, value in zip(("input", "weight"), values[:2]):
+            local[value.name] = f"{node.name}_{role}"
+            before += (f"    const at::Tensor {node.name}_{role} = "
+                       f"{names[value.name]}.contiguous(at::MemoryFormat::{layout});\n")
     rendered = []
-    for arg, value in zip(schema.arguments, boxed_arguments(node)):
+    for arg, value in zip(schema.arguments, values):
         if isinstance(value, (int, float)) and str(arg.type).startswith("Tensor"):
             # A Python number where the op takes a Tensor: a wrapped number, as eager PyTorch passes it.
             rendered.append(f"kf::wrapped_number({_scalar(value)})")
         else:
-            rendered.append(render_ivalue(value, names))
+            rendered.append(render_ivalue(value, local))
     args = ", ".join(rendered)
     kind = "library call" if call.anchor else "ATen call, unfused"
+    if call.channels_last:
+        kind += ", channels-last"
     returns = schema.returns
-    if len(returns) == 1 and str(returns[0].type) == "Tensor":
-        names[node.name] = node.name
-        return f"    at::Tensor {node.name} = kf::call({handle}, {{{args}}})[0].toTensor();  // {kind}: {node.target}"
     names[node.name] = node.name
+    if len(returns) == 1 and str(returns[0].type) == "Tensor":
+        return (f"{before}    at::Tensor {node.name} = kf::call({handle}, {{{args}}})[0].toTensor();"
+                f"  // {kind}: {node.target}")
     return f"    std::vector<c10::IValue> {node.name} = kf::call({handle}, {{{args}}});  // {kind}: {node.target}"
 
 
@@ -505,9 +584,13 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     if target == "cuda":
         launches = "".join(f"void {k.name}_launch(const kf::Operand* o, const kf::Shape& shape, float* out, "
                            f"bool small_index, int sms, cudaStream_t stream);\n" for k in plan.kernels)
+        launches += "".join(f"void {k.name}_launch_from_channels_last(const kf::Operand* o, const kf::Shape& shape, "
+                            f"float* out, bool small_index, cudaStream_t stream);\n"
+                            for k in plan.kernels if k.channels_last_input)
         cuda = ("#include <cuda_runtime.h>\n#include <algorithm>\n" + COMMON + prelude_for(kernel_functions)
                 + kernel_functions
-                + "".join(_cuda_kernels(k) for k in plan.kernels))
+                + "".join(_cuda_kernels(k) + (_channels_last_kernel(k) if k.channels_last_input else "")
+                          for k in plan.kernels))
         cpp = (HOST_HEADERS + CUDA_HOST_HEADERS + COMMON + HOST_RUNTIME + CUDA_HOST_RUNTIME + launches
                + host_wrappers + forward)
     else:
@@ -515,7 +598,8 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
         cpp = (HOST_HEADERS + "#include <ATen/Parallel.h>\n" + COMMON + prelude_for(kernel_functions)
                + HOST_RUNTIME
                + kernel_functions + "".join(_cpu_kernel(k) for k in plan.kernels) + host_wrappers + forward)
-    kernels = [{"name": k.name, "fuses": k.ops, "in_place_into": k.write_into} for k in plan.kernels]
+    kernels = [{"name": k.name, "fuses": k.ops, "in_place_into": k.write_into,
+                "reads_channels_last": k.channels_last_input} for k in plan.kernels]
     library = [c.op for c in plan.library_calls]
     unfused = [{"op": c.op, "node": c.node.name,
                 "reason": "anchor: runs on the vendor library, its epilogue fused after it" if c.anchor

@@ -49,7 +49,7 @@ def optimize(problem_path: Path, output: Path, device: str) -> Optimized:
         captured = capture(model, example)
     except CaptureError as err:
         raise UsageError(str(err)) from None
-    steps = plan(captured.graph)
+    steps = plan(captured.graph, device)
     if not steps.kernels:
         ops = ", ".join(sorted({c.op for c in steps.library_calls})) or "none"
         raise UsageError(f"kfuse has no kernel for anything in {problem_path.name} yet (ops: {ops}); a file of "

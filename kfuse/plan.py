@@ -6,6 +6,9 @@ Rules:
   outside it, since each kernel writes one result;
 - a kernel whose input comes fresh from an anchor (GEMM, convolution) used by nothing else writes its result in
   place into that buffer: the anchor's output is read once and written once, with no new allocation;
+- on the CUDA target, a 2D/3D convolution whose output feeds such a kernel runs channels-last (cuDNN's fast
+  layout for these shapes), and the kernel reads it channels-last and writes the contiguous result: the layout
+  change costs nothing beyond the epilogue's one read and one write;
 - everything else stays an ATen call (cuBLAS, cuDNN, or ATen's own kernels) and is listed as unfused.
 """
 
@@ -26,12 +29,15 @@ ANCHORS = {
     "aten._convolution.default", "aten.baddbmm.default",
 }
 FUSABLE_DTYPES = {torch.float32}
+# Convolutions whose output may be produced channels-last (the input's layout decides cuDNN's output layout).
+CHANNELS_LAST_CONVS = {"aten.conv2d.default", "aten.conv3d.default"}
 
 
 @dataclass
 class LibraryCall:
     node: torch.fx.Node
     anchor: bool
+    channels_last: bool = False     # run on channels-last copies of input and weight (a convolution)
 
     @property
     def op(self) -> str:
@@ -51,6 +57,7 @@ class FusedKernel:
     nodes: list[torch.fx.Node]
     inputs: list[str] = field(default_factory=list)     # external tensor values read, in parameter order
     write_into: str | None = None                        # an anchor's output reused as this kernel's output
+    channels_last_input: str | None = None               # an input that arrives channels-last (read transposed)
 
     @property
     def result(self) -> torch.fx.Node:
@@ -127,7 +134,7 @@ def short_name(target) -> str:
     return str(target).split(".")[1]
 
 
-def plan(graph: torch.fx.Graph) -> Plan:
+def plan(graph: torch.fx.Graph, target: str = "cpu") -> Plan:
     nodes = [n for n in graph.nodes if n.op == "call_function" and not _is_dead_assert(n)]
     kernels = _fuse([n for n in nodes if is_fusable(n)], _epochs(nodes))
     kernel_by_result = {k.result: k for k in kernels}
@@ -152,7 +159,18 @@ def plan(graph: torch.fx.Graph) -> Plan:
     for kernel in (s for s in steps if isinstance(s, FusedKernel)):
         kernel.name = _unique(_kernel_name(kernel), names)
         kernel.write_into = _reusable_buffer(kernel, steps)
+        if target == "cuda":
+            _read_conv_channels_last(kernel, steps)
     return Plan(steps)
+
+
+def _read_conv_channels_last(kernel: FusedKernel, steps: list[Step]) -> None:
+    """A 2D/3D convolution feeding this kernel alone runs channels-last; the kernel transposes as it goes."""
+    call = next((s for s in steps if isinstance(s, LibraryCall) and s.node.name == kernel.write_into), None)
+    if call is None or str(call.node.target) not in CHANNELS_LAST_CONVS or tensor_meta(call.node).dim() not in (4, 5):
+        return  # (an unbatched input has no channels-last layout)
+    call.channels_last = True
+    kernel.channels_last_input, kernel.write_into = kernel.write_into, None
 
 
 def _is_dead_assert(node: torch.fx.Node) -> bool:

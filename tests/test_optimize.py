@@ -18,6 +18,7 @@ PROBLEMS = Path(__file__).parent / "optimize"
 EXPECTED = {
     "linear_scale_leaky": ([["mul", "leaky_relu"]], ["linear"]),
     "conv_div_leaky": ([["div", "leaky_relu"]], ["conv2d"]),
+    "conv3d_bias_tanh": ([["add", "tanh", "mul"]], ["conv3d"]),
     "bias_gelu_clamp": ([["add", "gelu", "clamp"]], []),
     "activation_chain": (None, []),  # one kernel; its op list is long
     "broadcast_two_inputs": ([["div"], ["mul", "sub", "minimum", "maximum", "add"]], []),

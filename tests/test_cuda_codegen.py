@@ -1,0 +1,66 @@
+"""The CUDA target without a GPU: what the planner chooses for it, and that nvcc and g++ accept its sources."""
+
+import ast
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch.utils.cpp_extension as cpp_extension
+
+from kfuse.optimize import optimize
+
+PROBLEMS = Path(__file__).parent / "optimize"
+NVCC = shutil.which("nvcc")
+
+
+def sources(problem: str, tmp_path: Path, device: str = "cuda"):
+    result = optimize(PROBLEMS / f"{problem}.py", tmp_path / f"{problem}_{device}.py", device)
+    tree = ast.parse(result.path.read_text())
+    strings = {t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+               for t in node.targets if isinstance(t, ast.Name) and isinstance(node.value, ast.Constant)}
+    return result, strings
+
+
+def cuda_include() -> Path | None:
+    for root in (os.environ.get("CUDA_HOME"), "/usr/local/cuda", "/usr/local/cuda-13.0"):
+        if root and (Path(root) / "include" / "cuda_runtime_api.h").exists():
+            return Path(root) / "include"
+    return None
+
+
+def test_convolutions_run_channels_last_and_the_epilogue_transposes(tmp_path):
+    cuda, text = sources("conv_div_leaky", tmp_path)
+    assert cuda.kernels[0]["reads_channels_last"] == "conv2d" and cuda.kernels[0]["in_place_into"] is None
+    assert "x.contiguous(at::MemoryFormat::ChannelsLast)" in text["CPP_SOURCE"]
+    assert "fused_div_leaky_relu_from_channels_last" in text["CUDA_SOURCE"]
+    cpu, _ = sources("conv_div_leaky", tmp_path, "cpu")  # the CPU target keeps the layout and works in place
+    assert cpu.kernels[0]["reads_channels_last"] is None and cpu.kernels[0]["in_place_into"] == "conv2d"
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+@pytest.mark.parametrize("problem", ["conv_div_leaky", "conv3d_bias_tanh", "broadcast_two_inputs", "activation_chain"])
+def test_nvcc_compiles_the_kernels(problem, tmp_path):
+    _, text = sources(problem, tmp_path)
+    cu = tmp_path / "kernels.cu"
+    cu.write_text(text["CUDA_SOURCE"])
+    done = subprocess.run([NVCC, "-c", "-O3", "-arch=sm_90", str(cu), "-o", str(tmp_path / "kernels.o")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.skipif(NVCC is None or cuda_include() is None, reason="CUDA toolkit headers not installed")
+@pytest.mark.parametrize("problem", ["conv3d_bias_tanh", "linear_scale_leaky"])
+def test_host_side_compiles(problem, tmp_path):
+    _, text = sources(problem, tmp_path)
+    cpp = tmp_path / "host.cpp"
+    cpp.write_text(text["CPP_SOURCE"])
+    # CPU builds of torch ship c10/cuda's headers but not the one generated at their build
+    stub = tmp_path / "stub" / "c10" / "cuda" / "impl"
+    stub.mkdir(parents=True)
+    (stub / "cuda_cmake_macros.h").write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
+    includes = [f"-I{p}" for p in cpp_extension.include_paths()] + [f"-I{tmp_path / 'stub'}", f"-I{cuda_include()}"]
+    done = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", str(cpp), *includes],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
