@@ -201,7 +201,7 @@ def main(read_fd: int, write_fd: int) -> int:
             reply = {"status": refusal.status, "message": refusal.message}
         except ProblemError as err:
             reply = {"status": "usage", "message": str(err)}
-        wire.send(outgoing, reply)
+        wire.send(outgoing, reply, share_cuda=True)
         del reply
         if sandbox.device is not None:
             release_cached_memory(sandbox.device)

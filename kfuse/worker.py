@@ -253,6 +253,7 @@ class Judgement:
         def local(model):
             def one(round_: int) -> float:
                 refill(inputs, self.problem, base + 1 + round_, self.device)  # outside the timed region
+                synchronize(self.device)  # as the candidate's process does: every contender starts idle
                 with torch.no_grad():
                     return time_one_call(lambda: model(*inputs), self.device, flush)[0]
             return one
