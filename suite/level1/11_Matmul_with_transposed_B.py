@@ -1,0 +1,26 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """C = A @ B.T where B is stored as (N, K)."""
+    # est. H100 eager: ~2.7 ms (2*2048*8192*4096 = 137 GFLOP fp32 SIMT)
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        return torch.matmul(A, B.T)
+
+
+M = 2048
+K = 8192
+N = 4096
+
+
+def get_inputs():
+    return [torch.rand(M, K), torch.rand(N, K)]
+
+
+def get_init_inputs():
+    return []
