@@ -67,16 +67,18 @@ def main() -> None:
 @click.option("--memory-limit", "memory_limit_gb", type=float, default=None,
               help="Host-memory cap for the worker in GiB (CPU target; default 3/4 of RAM).")
 @click.option("--all-trials", is_flag=True, help="Run every trial even after one fails.")
+@click.option("--precision", type=click.Choice(["fp32", "tf32"]), default="fp32", show_default=True,
+              help="fp32: PyTorch's default math; tf32: TF32 allowed for reference and candidate (labelled).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the verdict as JSON (schema: docs/verdict.md).")
 def check_command(problem, candidate, device, trials, timeout, seed, compile_modes, no_timing, min_seconds,
-                  memory_limit_gb, all_trials, json_path):
+                  memory_limit_gb, all_trials, precision, json_path):
     """Judge CANDIDATE (a .py with ModelNew, or an answer .txt/.md) against PROBLEM (KernelBench format)."""
     from kfuse.judge import CheckOptions
 
     options = CheckOptions(device=device, trials=trials, timeout=timeout, seed=seed, time=not no_timing,
                            compile_modes=parse_compile_modes(compile_modes), min_seconds=min_seconds,
-                           memory_limit_gb=memory_limit_gb, all_trials=all_trials)
+                           memory_limit_gb=memory_limit_gb, all_trials=all_trials, precision=precision)
     verdict = judge_with_progress(problem, candidate, options)
     write_json(json_path, verdict)
     sys.exit(EXIT_CORRECT if verdict["status"] == "correct" else EXIT_VERDICT)
@@ -87,19 +89,21 @@ def check_command(problem, candidate, device, trials, timeout, seed, compile_mod
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write ModelNew (default: <problem>_new.py beside the problem).")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
+@click.option("--precision", type=click.Choice(["fp32", "tf32"]), default="fp32", show_default=True,
+              help="tf32: convolutions may run channels-last in TF32; judged against a TF32 reference (labelled).")
 @click.option("--no-check", is_flag=True, help="Write the file without judging it.")
 @click.option("--no-timing", is_flag=True, help="Judge correctness only.")
 @click.option("--compile-modes", default="default", show_default=True)
 @click.option("--timeout", type=float, default=600.0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
-def optimize_command(problem, output, device, no_check, no_timing, compile_modes, timeout, json_path):
+def optimize_command(problem, output, device, precision, no_check, no_timing, compile_modes, timeout, json_path):
     """Compile PROBLEM's Model into fused kernels: write ModelNew, then judge it like `kfuse check`."""
     from kfuse.judge import CheckOptions
     from kfuse.optimize import optimize
 
     output = output or problem.with_name(f"{problem.stem}_new.py")
     try:
-        result = optimize(problem, output, device)
+        result = optimize(problem, output, device, precision)
     except UsageError as err:
         fail(str(err))
     except Exception as err:  # a gap in kfuse itself: still one line, and a non-zero exit
@@ -111,11 +115,11 @@ def optimize_command(problem, output, device, no_check, no_timing, compile_modes
         click.echo(f"  kernel {kernel['name']}: {' -> '.join(kernel['fuses'])}{into}", err=True)
     for call in result.unfused:
         click.echo(f"  library call {call['op']}: {call['reason']}", err=True)
-    report = result.to_dict()
+    report = {**result.to_dict(), "precision": precision}
     status = None
     if not no_check:
         options = CheckOptions(device=device, timeout=timeout, time=not no_timing,
-                               compile_modes=parse_compile_modes(compile_modes))
+                               compile_modes=parse_compile_modes(compile_modes), precision=precision)
         verdict = judge_with_progress(problem, output, options)
         report["verdict"] = verdict
         status = verdict["status"]

@@ -8,7 +8,6 @@ everything in `cpp`. Every size is read at run time: kernels work for any shape 
 from __future__ import annotations
 
 import re
-import textwrap
 from dataclasses import dataclass
 
 import torch
@@ -28,13 +27,28 @@ namespace kf {{
 struct Operand {{
     const float* data;
     int64_t strides[KF_MAX_DIMS];
-    int64_t step;  // 1: laid out like the output; 0: one value for all elements; -1: strided (general indexing)
+    // 1: laid out like the output; 0: one value for all elements; 2: one value per index of a single dim (a bias
+    // of shape (C, 1, 1), a row or column vector); -1: strided (general indexing)
+    int64_t step;
+    int64_t inner, count, stride;  // step 2: element i reads data[(i / inner) % count * stride]
 }};
 struct Shape {{
     int ndim;
     int64_t sizes[KF_MAX_DIMS];
     int64_t numel;
 }};
+#ifdef __CUDACC__
+#define KF_HD __host__ __device__ __forceinline__
+#else
+#define KF_HD inline
+#endif
+// The value of operand `o` for output element i, for every mode but the strided one.
+template <typename index_t>
+KF_HD float load(const Operand& o, index_t i) {{
+    if (o.step == 1) return o.data[i];
+    if (o.step == 0) return o.data[0];
+    return o.data[(i / (index_t)o.inner) % (index_t)o.count * (index_t)o.stride];
+}}
 }}  // namespace kf
 """
 
@@ -75,6 +89,16 @@ inline at::Tensor prepare(const at::Tensor* const* inputs, int count, const at::
         const bool single = t.numel() == 1;
         const bool dense = t.numel() == shape.numel && t.is_contiguous();
         operands[k].step = single ? 0 : (dense ? 1 : -1);
+        int varying = -1, count = 0;  // the dims along which this operand changes
+        for (int d = 0; d < ndim; ++d)
+            if (operands[k].strides[d] != 0 && shape.sizes[d] > 1) { varying = d; ++count; }
+        if (operands[k].step == -1 && count == 1) {
+            operands[k].step = 2;
+            operands[k].inner = 1;
+            for (int d = varying + 1; d < ndim; ++d) operands[k].inner *= shape.sizes[d];
+            operands[k].count = shape.sizes[varying];
+            operands[k].stride = operands[k].strides[varying];
+        }
     }
     const c10::IntArrayRef sizes(shape.sizes, ndim);
     const bool reuse = into != nullptr && into->sizes() == sizes && into->is_contiguous()
@@ -187,6 +211,10 @@ def render_kernel_body(kernel: FusedKernel) -> tuple[list[str], str]:
     """SSA lines computing the kernel's result from its inputs a0, a1, ... (floats); and the result variable."""
     names = {name: f"a{k}" for k, name in enumerate(kernel.inputs)}
     lines = []
+    if kernel.bias:
+        conv, bias = kernel.bias
+        lines.append(f"const float biased = {names[conv]} + {names[bias]};  // {conv}'s bias, moved here")
+        names[conv] = "biased"
     for i, node in enumerate(kernel.nodes):
         op = ops.lookup(node.target)
 
@@ -226,36 +254,35 @@ def _offsets(n_inputs: int, index: str) -> str:
 def _cuda_kernels(kernel: FusedKernel) -> str:
     n = len(kernel.inputs)
     operands = ", ".join(f"kf::Operand o{k}" for k in range(n))
-    dense_loads = ", ".join(f"o{k}.data[o{k}.step ? i : 0]" for k in range(n))
+    dense_loads = ", ".join(f"kf::load(o{k}, i)" for k in range(n))
     general_loads = ", ".join(f"o{k}.data[off{k}]" for k in range(n))
     vec_loads = "".join(
-        f"        const float4 v{k} = o{k}.step ? reinterpret_cast<const float4*>(o{k}.data)[q]"
-        f" : make_float4(o{k}.data[0], o{k}.data[0], o{k}.data[0], o{k}.data[0]);\n" for k in range(n))
+        f"        const float4 v{k} = o{k}.step == 1 ? reinterpret_cast<const float4*>(o{k}.data)[q]"
+        f" : make_float4(kf::load(o{k}, 4 * q), kf::load(o{k}, 4 * q + 1), kf::load(o{k}, 4 * q + 2),"
+        f" kf::load(o{k}, 4 * q + 3));\n" for k in range(n))
     lanes = "".join(
         f"        r.{c} = {kernel.name}_op({', '.join(f'v{k}.{c}' for k in range(n))});\n" for c in "xyzw")
-    tail_operands = ", ".join(f"tail{k}" for k in range(n))
-    tail_setup = "".join(
-        f"    kf::Operand tail{k} = o[{k}];\n    if (tail{k}.step) tail{k}.data += done;\n" for k in range(n))
     args = ", ".join(f"o[{k}]" for k in range(n))
     return f"""
-// Elements laid out like the output (or single values): index i for every operand, 4 at a time.
-__global__ void {kernel.name}_vec4({operands}, int64_t groups, float* __restrict__ out) {{
-    const int64_t stride = (int64_t)blockDim.x * gridDim.x;
-    for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < groups; q += stride) {{
+// Operands laid out like the output, single values or per-channel values: element i of each, 4 at a time.
+template <typename index_t>
+__global__ void {kernel.name}_vec4({operands}, index_t groups, float* __restrict__ out) {{
+    const index_t stride = (index_t)blockDim.x * gridDim.x;
+    for (index_t q = (index_t)blockIdx.x * blockDim.x + threadIdx.x; q < groups; q += stride) {{
 {vec_loads}        float4 r;
 {lanes}        reinterpret_cast<float4*>(out)[q] = r;
     }}
 }}
 
 template <typename index_t>
-__global__ void {kernel.name}_dense({operands}, index_t n, float* __restrict__ out) {{
+__global__ void {kernel.name}_dense({operands}, index_t begin, index_t end, float* __restrict__ out) {{
     const index_t stride = (index_t)blockDim.x * gridDim.x;
-    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {{
+    for (index_t i = begin + (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < end; i += stride) {{
         out[i] = {kernel.name}_op({dense_loads});
     }}
 }}
 
-// Broadcast or strided operands: each operand's offset from the output element's coordinates.
+// Strided operands: each operand's offset from the output element's coordinates.
 template <typename index_t>
 __global__ void {kernel.name}_general({operands}, kf::Shape shape, float* __restrict__ out) {{
     const index_t stride = (index_t)blockDim.x * gridDim.x;
@@ -273,7 +300,7 @@ void {kernel.name}_launch(const kf::Operand* o, const kf::Shape& shape, float* o
     bool dense = true, aligned = (reinterpret_cast<uintptr_t>(out) % 16) == 0;
     for (int k = 0; k < {n}; ++k) {{
         dense = dense && o[k].step >= 0;
-        aligned = aligned && (o[k].step == 0 || reinterpret_cast<uintptr_t>(o[k].data) % 16 == 0);
+        aligned = aligned && (o[k].step != 1 || reinterpret_cast<uintptr_t>(o[k].data) % 16 == 0);
     }}
     if (!dense) {{
         if (small_index) {kernel.name}_general<int32_t><<<blocks_for(shape.numel), threads, 0, stream>>>({args}, shape, out);
@@ -283,13 +310,14 @@ void {kernel.name}_launch(const kf::Operand* o, const kf::Shape& shape, float* o
     int64_t done = 0;
     if (aligned && shape.numel >= 4) {{
         const int64_t groups = shape.numel / 4;
-        {kernel.name}_vec4<<<blocks_for(groups), threads, 0, stream>>>({args}, groups, out);
+        if (small_index) {kernel.name}_vec4<int32_t><<<blocks_for(groups), threads, 0, stream>>>({args}, (int32_t)groups, out);
+        else {kernel.name}_vec4<int64_t><<<blocks_for(groups), threads, 0, stream>>>({args}, groups, out);
         done = groups * 4;
     }}
     if (done < shape.numel) {{  // the tail the vector loop left, or everything when unaligned
-{textwrap.indent(tail_setup, "    ")}        const int64_t rest = shape.numel - done;
-        if (small_index) {kernel.name}_dense<int32_t><<<blocks_for(rest), threads, 0, stream>>>({tail_operands}, (int32_t)rest, out + done);
-        else {kernel.name}_dense<int64_t><<<blocks_for(rest), threads, 0, stream>>>({tail_operands}, rest, out + done);
+        const int64_t rest = shape.numel - done;
+        if (small_index) {kernel.name}_dense<int32_t><<<blocks_for(rest), threads, 0, stream>>>({args}, (int32_t)done, (int32_t)shape.numel, out);
+        else {kernel.name}_dense<int64_t><<<blocks_for(rest), threads, 0, stream>>>({args}, done, shape.numel, out);
     }}
 }}
 """
@@ -354,7 +382,7 @@ void {kernel.name}_launch_from_channels_last(const kf::Operand* o, const kf::Sha
 
 def _cpu_kernel(kernel: FusedKernel) -> str:
     n = len(kernel.inputs)
-    dense_loads = ", ".join(f"o[{k}].data[o[{k}].step ? i : 0]" for k in range(n))
+    dense_loads = ", ".join(f"kf::load(o[{k}], i)" for k in range(n))
     general_loads = ", ".join(f"o[{k}].data[off{k}]" for k in range(n))
     decl = "".join(f"                int64_t off{k} = 0;\n" for k in range(n))
     acc = "".join(f" off{k} += c * o[{k}].strides[d];" for k in range(n))
@@ -509,6 +537,8 @@ def _library_call(call: LibraryCall, names: dict[str, str], handles: list[str]) 
     handles.append(f'    static const c10::OperatorHandle {handle} = kf::aten("{schema.name}", '
                    f'"{schema.overload_name}");')
     values = boxed_arguments(node)
+    if call.bias_moved:  # the kernel that follows adds it, in the pass it makes anyway
+        values[2] = None
     before, local = "", names
     if call.channels_last:  # input and weight channels-last: cuDNN's fast layout, and the output follows it
         layout = "ChannelsLast3d" if tensor_meta(node).dim() == 5 else "ChannelsLast"
@@ -528,6 +558,8 @@ def _library_call(call: LibraryCall, names: dict[str, str], handles: list[str]) 
     kind = "library call" if call.anchor else "ATen call, unfused"
     if call.channels_last:
         kind += ", channels-last"
+    if call.bias_moved:
+        kind += ", bias added by the next kernel"
     returns = schema.returns
     names[node.name] = node.name
     if len(returns) == 1 and str(returns[0].type) == "Tensor":
@@ -559,7 +591,7 @@ def _forward(captured: Captured, plan: Plan, names: dict[str, str], target: str)
         elif isinstance(step, TupleItem):
             body.append(_tuple_item(step, names, plan))
         else:
-            args = ", ".join(names[i] for i in step.inputs)
+            args = ", ".join(_kernel_argument(step, i, names) for i in step.inputs)
             into = f"&{names[step.write_into]}" if step.write_into else "nullptr"
             note = f"  // in place into {step.write_into}" if step.write_into else ""
             body.append(f"    at::Tensor {step.result.name} = {step.name}({args}, {into});{note}")
@@ -572,6 +604,12 @@ def _forward(captured: Captured, plan: Plan, names: dict[str, str], target: str)
         guards.append(f"    const c10::cuda::CUDAGuard device_guard({tensors[0].name}.device());")
     lines = "\n".join(guards + handles + body)
     return f"std::vector<at::Tensor> forward({params}) {{\n{lines}\n    return {{{outputs}}};\n}}\n"
+
+
+def _kernel_argument(kernel: FusedKernel, name: str, names: dict[str, str]) -> str:
+    if kernel.bias and name == kernel.bias[1]:  # (C,) viewed as (C, 1, 1): one value per channel
+        return f"{names[name]}.view({{{', '.join(['-1'] + ['1'] * (kernel.bias_rank - 2))}}})"
+    return names[name]
 
 
 def generate(captured: Captured, plan: Plan, target: str) -> Sources:

@@ -90,7 +90,8 @@ def _frozen_numbers(forward: ast.FunctionDef, example_inputs: list) -> list[tupl
     return frozen
 
 
-def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, example_inputs: list) -> str:
+def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, example_inputs: list,
+         precision: str = "fp32") -> str:
     source = problem_path.read_text(encoding="utf-8-sig")
     tree = ast.parse(source)
     model = _find_model(tree)
@@ -167,7 +168,8 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     kept = [(c, n) for c, n in zip(chunks, nodes)
             if not isinstance(n, (ast.Import, ast.ImportFrom))
             or any(re.search(rf"\b{re.escape(name)}\b", code) for name in _bound_names(n))]
-    header = f'"""Kernels fused by kfuse {__version__} for {problem_path.name} ({target} target):\n' \
+    policy = "" if precision == "fp32" else f", {precision} precision policy: judge with --precision {precision}"
+    header = f'"""Kernels fused by kfuse {__version__} for {problem_path.name} ({target} target{policy}):\n' \
              f'{_summary(sources)}\n"""\n'
     header += "".join(f"{f}\n" for f in future)
     binds_torch = any(isinstance(n, ast.Import) and any(a.name.split(".")[0] == "torch" and not a.asname for a in n.names)

@@ -45,6 +45,7 @@ class CheckOptions:
     timing_trials: int = 30
     min_seconds: float = 1.0
     memory_limit_gb: float | None = None   # CPU target only; None: three quarters of physical memory
+    precision: str = "fp32"            # fp32 (PyTorch's defaults) or tf32 (TF32 allowed for reference and candidate)
     all_trials: bool = False           # keep going after the first failed trial
 
 
@@ -87,6 +88,8 @@ def check(problem: str | Path, candidate: str | Path, options: CheckOptions,
     if options.trials < 5:
         raise UsageError(f"--trials must be at least 5 (got {options.trials})")
     check_problem_source(problem)  # parsed here, imported by the worker
+    if options.precision not in ("fp32", "tf32"):
+        raise UsageError(f"--precision must be fp32 or tf32 (got {options.precision!r})")
     if options.device not in ("cuda", "cpu"):
         raise UsageError(f"--device must be cuda or cpu (got {options.device!r})")
     if options.device == "cuda":

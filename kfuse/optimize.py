@@ -16,7 +16,7 @@ from kfuse.codegen import generate
 from kfuse.emit import EmitError, emit
 from kfuse.errors import UsageError
 from kfuse.loader import check_problem_source
-from kfuse.plan import plan
+from kfuse.plan import PRECISIONS, plan
 from kfuse.problem import ProblemError, build_reference, load_problem, make_inputs
 
 
@@ -33,8 +33,13 @@ class Optimized:
                 "library_calls": self.library_calls, "unfused": self.unfused}
 
 
-def optimize(problem_path: Path, output: Path, device: str) -> Optimized:
-    """Write the ModelNew file for `problem_path` to `output`. UsageError for anything kfuse cannot do."""
+def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp32") -> Optimized:
+    """Write the ModelNew file for `problem_path` to `output`. UsageError for anything kfuse cannot do.
+
+    precision: fp32 keeps PyTorch's default math; tf32 also lets convolutions run channels-last in TF32 (judge
+    such a file with the same precision: the reference then runs with TF32 allowed too)."""
+    if precision not in PRECISIONS:
+        raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)} (got {precision!r})")
     check_problem_source(problem_path)
     try:
         problem, init_inputs = load_problem(str(problem_path))
@@ -49,14 +54,14 @@ def optimize(problem_path: Path, output: Path, device: str) -> Optimized:
         captured = capture(model, example)
     except CaptureError as err:
         raise UsageError(str(err)) from None
-    steps = plan(captured.graph, device)
+    steps = plan(captured.graph, device, precision)
     if not steps.kernels:
         ops = ", ".join(sorted({c.op for c in steps.library_calls})) or "none"
         raise UsageError(f"kfuse has no kernel for anything in {problem_path.name} yet (ops: {ops}); a file of "
                          f"library calls alone would not be a custom kernel")
     try:
         sources = generate(captured, steps, device)
-        text = emit(problem_path, captured, sources, device, example)
+        text = emit(problem_path, captured, sources, device, example, precision)
     except (EmitError, NotImplementedError) as err:
         raise UsageError(f"cannot emit a ModelNew for {problem_path.name}: {err}") from None
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -6,9 +6,12 @@ Rules:
   outside it, since each kernel writes one result;
 - a kernel whose input comes fresh from an anchor (GEMM, convolution) used by nothing else writes its result in
   place into that buffer: the anchor's output is read once and written once, with no new allocation;
-- on the CUDA target, a 2D/3D convolution whose output feeds such a kernel runs channels-last (cuDNN's fast
-  layout for these shapes), and the kernel reads it channels-last and writes the contiguous result: the layout
-  change costs nothing beyond the epilogue's one read and one write;
+- a convolution's bias moves into that kernel: cuDNN adds it in a pass of its own (a full read and write of
+  the output), the kernel adds it for free as a per-channel operand;
+- under the tf32 policy on the CUDA target, a 2D/3D convolution whose output feeds such a kernel runs
+  channels-last (cuDNN's fast layout for TF32), and the kernel reads it channels-last and writes the contiguous
+  result: the layout change costs nothing beyond the epilogue's one read and one write. (In fp32, cuDNN's
+  channels-last kernels measured slower than NCHW on an H100; the layout is left as the model has it.)
 - everything else stays an ATen call (cuBLAS, cuDNN, or ATen's own kernels) and is listed as unfused.
 """
 
@@ -31,6 +34,11 @@ ANCHORS = {
 FUSABLE_DTYPES = {torch.float32}
 # Convolutions whose output may be produced channels-last (the input's layout decides cuDNN's output layout).
 CHANNELS_LAST_CONVS = {"aten.conv2d.default", "aten.conv3d.default"}
+# Convolutions whose third argument is a per-output-channel bias, with their number of spatial dims (None: any).
+BIASED_CONVS = {"aten.conv1d.default": 1, "aten.conv2d.default": 2, "aten.conv3d.default": 3,
+                "aten.convolution.default": None, "aten.conv_transpose1d.default": 1,
+                "aten.conv_transpose2d.input": 2, "aten.conv_transpose3d.input": 3}
+PRECISIONS = ("fp32", "tf32")
 
 
 @dataclass
@@ -38,6 +46,7 @@ class LibraryCall:
     node: torch.fx.Node
     anchor: bool
     channels_last: bool = False     # run on channels-last copies of input and weight (a convolution)
+    bias_moved: bool = False        # called without its bias: the kernel after it adds the bias
 
     @property
     def op(self) -> str:
@@ -58,6 +67,8 @@ class FusedKernel:
     inputs: list[str] = field(default_factory=list)     # external tensor values read, in parameter order
     write_into: str | None = None                        # an anchor's output reused as this kernel's output
     channels_last_input: str | None = None               # an input that arrives channels-last (read transposed)
+    bias: tuple[str, str] | None = None                  # (convolution output, its bias): added to it first
+    bias_rank: int = 0                                   # the convolution output's rank (the bias is viewed so)
 
     @property
     def result(self) -> torch.fx.Node:
@@ -65,7 +76,8 @@ class FusedKernel:
 
     @property
     def ops(self) -> list[str]:
-        return [str(n.target) for n in self.nodes]
+        moved = [f"kfuse.bias_of_{self.bias[0]}"] if self.bias else []
+        return moved + [str(n.target) for n in self.nodes]
 
 
 Step = LibraryCall | TupleItem | FusedKernel
@@ -134,7 +146,7 @@ def short_name(target) -> str:
     return str(target).split(".")[1]
 
 
-def plan(graph: torch.fx.Graph, target: str = "cpu") -> Plan:
+def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") -> Plan:
     nodes = [n for n in graph.nodes if n.op == "call_function" and not _is_dead_assert(n)]
     kernels = _fuse([n for n in nodes if is_fusable(n)], _epochs(nodes))
     kernel_by_result = {k.result: k for k in kernels}
@@ -157,11 +169,29 @@ def plan(graph: torch.fx.Graph, target: str = "cpu") -> Plan:
                 if isinstance(a, torch.fx.Node) and a not in inside and a.name not in kernel.inputs:
                     kernel.inputs.append(a.name)
     for kernel in (s for s in steps if isinstance(s, FusedKernel)):
-        kernel.name = _unique(_kernel_name(kernel), names)
         kernel.write_into = _reusable_buffer(kernel, steps)
-        if target == "cuda":
+        _move_conv_bias(kernel, steps)
+        kernel.name = _unique(_kernel_name(kernel), names)
+        if target == "cuda" and precision == "tf32":
             _read_conv_channels_last(kernel, steps)
     return Plan(steps)
+
+
+def _move_conv_bias(kernel: FusedKernel, steps: list[Step]) -> None:
+    """A batched convolution feeding this kernel alone (in place) gives its bias to the kernel."""
+    call = next((s for s in steps if isinstance(s, LibraryCall) and s.node.name == kernel.write_into), None)
+    if call is None or str(call.node.target) not in BIASED_CONVS or len(call.node.args) < 3:
+        return
+    bias, out = call.node.args[2], tensor_meta(call.node)
+    spatial = BIASED_CONVS[str(call.node.target)]
+    if not isinstance(bias, torch.fx.Node) or out is None or (spatial is not None and out.dim() != spatial + 2):
+        return  # no bias, or an unbatched input (its channels are dim 0)
+    if tensor_meta(bias) is None or tensor_meta(bias).dim() != 1 or tensor_meta(bias).dtype != out.dtype:
+        return
+    call.bias_moved = True
+    kernel.bias, kernel.bias_rank = (call.node.name, bias.name), out.dim()
+    if bias.name not in kernel.inputs:
+        kernel.inputs.append(bias.name)
 
 
 def _read_conv_channels_last(kernel: FusedKernel, steps: list[Step]) -> None:
@@ -221,7 +251,7 @@ def _fuse(fusable: list[torch.fx.Node], epochs: dict[torch.fx.Node, int]) -> lis
 
 
 def _kernel_name(kernel: FusedKernel) -> str:
-    parts: list[str] = []
+    parts: list[str] = ["bias"] if kernel.bias else []
     for node in kernel.nodes:
         part = short_name(node.target)
         if not parts or parts[-1] != part:

@@ -106,6 +106,17 @@ def rerandomise(model: torch.nn.Module, seed: int, scales: dict[str, tuple[float
             named[name].copy_(fresh.to(named[name].dtype))
 
 
+PRECISIONS = ("fp32", "tf32")
+
+
+def apply_precision(precision: str) -> None:
+    """The math PyTorch may use for this run. fp32: PyTorch's defaults (TF32 off for matmuls; cuDNN may pick TF32
+    convolutions). tf32: TF32 allowed for matmuls and convolutions alike, for the reference and the candidate."""
+    if precision == "tf32":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

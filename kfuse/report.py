@@ -34,6 +34,8 @@ def print_verdict(verdict: dict, console: Console | None = None) -> None:
     env = verdict.get("environment") or {}
     where = f"{env.get('name', verdict['options']['device'])}, torch {env.get('torch', '?')}" if env else \
         verdict["options"]["device"]
+    if verdict["options"].get("precision", "fp32") != "fp32":
+        where += f", {verdict['options']['precision']} precision policy"
     console.print(f"[bold]kfuse check[/] {verdict['problem']} <- {verdict['candidate']}  [dim]({where})[/]")
     if verdict.get("extraction"):
         console.print(f"  [dim]extracted: {verdict['extraction']['why']}[/]")

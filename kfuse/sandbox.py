@@ -18,8 +18,8 @@ import torch
 from kfuse import wire
 from kfuse.compare import leaves, same_bits
 from kfuse.loader import import_from_source
-from kfuse.problem import (L2Flush, ProblemError, build_reference, describe_exception, load_problem, make_inputs,
-                           refill, release_cached_memory, rerandomise, strided, synchronize,
+from kfuse.problem import (L2Flush, ProblemError, apply_precision, build_reference, describe_exception, load_problem,
+                           make_inputs, refill, release_cached_memory, rerandomise, strided, synchronize,
                            time_one_call, weight_scales)
 
 
@@ -55,8 +55,9 @@ class Sandbox:
         self.last_output = None
 
     # -- commands ------------------------------------------------------------------------------------------
-    def setup(self, problem: str, candidate: str, code: str, device: str) -> dict:
+    def setup(self, problem: str, candidate: str, code: str, device: str, precision: str = "fp32") -> dict:
         self.device = torch.device(device)
+        apply_precision(precision)
         try:
             self.problem, self.init_inputs = load_problem(problem)
         except ProblemError as err:

@@ -23,7 +23,7 @@ import torch
 from kfuse import roofline, wire
 from kfuse.compare import compare_outputs, leaves, same_bits
 from kfuse.problem import (L2Flush, ProblemError, build_reference, describe_exception, load_problem, make_inputs,
-                           refill, release_cached_memory, rerandomise, strided, synchronize,
+                           apply_precision, refill, release_cached_memory, rerandomise, strided, synchronize,
                            time_one_call, weight_scales)
 from kfuse.timing import TimingPlan, time_interleaved
 
@@ -316,7 +316,8 @@ class Judgement:
         try:
             self.events.stage("building the candidate")
             built = self.candidate.request("setup", problem=self.spec["problem"], candidate=self.spec["candidate"],
-                                           code=self.spec["candidate_code"], device=str(self.device))
+                                           code=self.spec["candidate_code"], device=str(self.device),
+                                           precision=self.spec.get("precision", "fp32"))
             self.report["build_s"] = built["build_s"]
             self.events.stage("constructing the models")
             self.candidate.request("construct", seed=self.spec["seed"])
@@ -385,6 +386,7 @@ def main(spec_path: str, events_path: str) -> int:
         events.emit("outcome", status="usage", reasons=["--device cuda was asked for, but no CUDA GPU is visible"])
         return 0
     events.emit("environment", **environment(device))
+    apply_precision(spec.get("precision", "fp32"))
     judgement = Judgement(spec, events)
     try:
         report = judgement.run()

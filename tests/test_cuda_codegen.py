@@ -15,8 +15,8 @@ PROBLEMS = Path(__file__).parent / "optimize"
 NVCC = shutil.which("nvcc")
 
 
-def sources(problem: str, tmp_path: Path, device: str = "cuda"):
-    result = optimize(PROBLEMS / f"{problem}.py", tmp_path / f"{problem}_{device}.py", device)
+def sources(problem: str, tmp_path: Path, device: str = "cuda", precision: str = "fp32"):
+    result = optimize(PROBLEMS / f"{problem}.py", tmp_path / f"{problem}_{device}_{precision}.py", device, precision)
     tree = ast.parse(result.path.read_text())
     strings = {t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
                for t in node.targets if isinstance(t, ast.Name) and isinstance(node.value, ast.Constant)}
@@ -30,13 +30,22 @@ def cuda_include() -> Path | None:
     return None
 
 
-def test_convolutions_run_channels_last_and_the_epilogue_transposes(tmp_path):
-    cuda, text = sources("conv_div_leaky", tmp_path)
+def test_tf32_convolutions_run_channels_last_and_the_epilogue_transposes(tmp_path):
+    cuda, text = sources("conv_div_leaky", tmp_path, precision="tf32")
     assert cuda.kernels[0]["reads_channels_last"] == "conv2d" and cuda.kernels[0]["in_place_into"] is None
     assert "x.contiguous(at::MemoryFormat::ChannelsLast)" in text["CPP_SOURCE"]
-    assert "fused_div_leaky_relu_from_channels_last" in text["CUDA_SOURCE"]
-    cpu, _ = sources("conv_div_leaky", tmp_path, "cpu")  # the CPU target keeps the layout and works in place
-    assert cpu.kernels[0]["reads_channels_last"] is None and cpu.kernels[0]["in_place_into"] == "conv2d"
+    assert "fused_bias_div_leaky_relu_from_channels_last" in text["CUDA_SOURCE"]
+    assert "tf32 precision policy" in cuda.path.read_text().split('"""')[1]
+    for device in ("cuda", "cpu"):  # fp32 keeps the model's layout (cuDNN's fp32 NCHW kernels were faster)
+        fp32, _ = sources("conv_div_leaky", tmp_path, device)
+        assert fp32.kernels[0]["reads_channels_last"] is None and fp32.kernels[0]["in_place_into"] == "conv2d"
+
+
+def test_convolution_bias_moves_into_the_epilogue(tmp_path):
+    result, text = sources("conv3d_bias_tanh", tmp_path)
+    assert result.kernels[0]["fuses"][0] == "kfuse.bias_of_conv3d"
+    assert "p_conv_bias.view({-1, 1, 1, 1})" in text["CPP_SOURCE"]
+    assert "c10::IValue(), c10::IValue(std::vector<int64_t>{1, 1, 1})" in text["CPP_SOURCE"]  # called without it
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
