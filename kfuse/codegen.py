@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from kfuse import ops
+from kfuse import reduce as reductions
 from kfuse.capture import Captured
 from kfuse.plan import FusedKernel, LibraryCall, Plan, TupleItem, tensor_meta
 
@@ -428,6 +429,8 @@ def _forward(captured: Captured, plan: Plan, names: dict[str, str]) -> str:
             body.append(_library_call(step, names, handles))
         elif isinstance(step, TupleItem):
             body.append(_tuple_item(step, names, plan))
+        elif isinstance(step, reductions.ReduceKernel):
+            body.extend(reductions.forward_lines(step, names))
         else:
             args = ", ".join(names[i] for i in step.inputs)
             into = f"&{names[step.write_into]}" if step.write_into else "nullptr"
@@ -449,20 +452,28 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     kernel_functions = "".join(_op_function(k) for k in plan.kernels)
     host_wrappers = "".join(_host_wrapper(k, target) for k in plan.kernels)
     forward = _forward(captured, plan, names)
+    red = reductions.render(plan.reductions, target)
     if target == "cuda":
         launches = "".join(f"void {k.name}_launch(const kf::Operand* o, const kf::Shape& shape, float* out, "
                            f"bool small_index, int sms, cudaStream_t stream);\n" for k in plan.kernels)
-        cuda = ("#include <cuda_runtime.h>\n#include <algorithm>\n" + COMMON + prelude_for(kernel_functions)
+        cuda = ("#include <cuda_runtime.h>\n#include <algorithm>\n" + COMMON
+                + prelude_for(kernel_functions + red.expressions)
                 + kernel_functions
-                + "".join(_cuda_kernels(k) for k in plan.kernels))
+                + "".join(_cuda_kernels(k) for k in plan.kernels)
+                + red.decls + red.helpers + red.device)
         cpp = ("#include <torch/extension.h>\n#include <ATen/cuda/CUDAContext.h>\n"
-               "#include <c10/cuda/CUDAException.h>\n" + COMMON + HOST_RUNTIME + launches + host_wrappers + forward)
+               "#include <c10/cuda/CUDAException.h>\n" + COMMON + HOST_RUNTIME + launches + host_wrappers
+               + red.decls + red.host + forward)
     else:
         cuda = None
-        cpp = ("#include <torch/extension.h>\n#include <ATen/Parallel.h>\n" + COMMON + prelude_for(kernel_functions)
+        cpp = ("#include <torch/extension.h>\n#include <ATen/Parallel.h>\n" + COMMON
+               + prelude_for(kernel_functions + red.expressions)
                + HOST_RUNTIME
-               + kernel_functions + "".join(_cpu_kernel(k) for k in plan.kernels) + host_wrappers + forward)
+               + kernel_functions + "".join(_cpu_kernel(k) for k in plan.kernels) + host_wrappers
+               + red.decls + red.helpers + red.device + red.host + forward)
     kernels = [{"name": k.name, "fuses": k.ops, "in_place_into": k.write_into} for k in plan.kernels]
+    kernels += [{"name": k.name, "fuses": [op for op in k.ops], "in_place_into": None} for k in plan.reductions]
+    kernels.sort(key=lambda k: _step_index(plan, k["name"]))
     library = [c.op for c in plan.library_calls]
     unfused = [{"op": c.op, "node": c.node.name,
                 "reason": "anchor: runs on the vendor library, its epilogue fused after it" if c.anchor
@@ -470,7 +481,14 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     return Sources(cpp, cuda, kernels, library, unfused)
 
 
+def _step_index(plan: Plan, name: str) -> int:
+    return next(i for i, s in enumerate(plan.steps) if getattr(s, "name", None) == name)
+
+
 def _unfused_reason(call: LibraryCall) -> str:
+    reason = reductions.unfused_reason(call.node)
+    if reason is not None:
+        return reason
     if ops.lookup(call.node.target) is not None:
         meta = tensor_meta(call.node)
         return f"pointwise, but on {meta.dtype if meta is not None else 'non-tensor'} values (fp32 kernels only)"
