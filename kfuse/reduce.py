@@ -1150,7 +1150,8 @@ __global__ void {n}_rows({n}_args A, kf::RGeom g, int group, int splits, int sta
         const index_t o = (index_t)(u / splits);
         const int split = (int)(u % splits);
         const index_t r0 = (index_t)split * chunk;
-        const index_t r1 = (index_t)std::min<int64_t>(g.rlen, (int64_t)r0 + chunk);
+        const int64_t end = (int64_t)r0 + chunk;
+        const index_t r1 = (index_t)(end < g.rlen ? end : g.rlen);
         index_t ob[{nv}];
         {n}_row_offsets<index_t>(A, g, o, ob);
         {n}_state s = {n}_init();
@@ -1180,7 +1181,8 @@ __global__ void {n}_cols({n}_args A, kf::RGeom g, int splits, int stage, {n}_sta
         const bool valid = row < g.rows;
         const index_t o = (index_t)(valid ? row : 0);
         const index_t r0 = (index_t)split * chunk;
-        const index_t r1 = (index_t)std::min<int64_t>(g.rlen, (int64_t)r0 + chunk);
+        const int64_t end = (int64_t)r0 + chunk;
+        const index_t r1 = (index_t)(end < g.rlen ? end : g.rlen);
         index_t ob[{nv}];
         {n}_row_offsets<index_t>(A, g, o, ob);
         {n}_state s = {n}_init();
