@@ -253,6 +253,17 @@ inline RConfig reduce_config(const RGeom& g, bool column, int sms) {
     return c;
 }
 }  // namespace kf
+
+// float4 access along the reduced dim: a contiguous view 16-byte aligned at the row, or a constant one.
+template <typename index_t>
+__device__ __forceinline__ bool kfr_vec_ok(const kf::RView& v, index_t ob) {
+    return v.rs[0] == 0 || (v.rs[0] == 1 && (reinterpret_cast<uintptr_t>(v.data + ob) & 15) == 0);
+}
+template <typename index_t>
+__device__ __forceinline__ float4 kfr_load4(const kf::RView& v, index_t ob, index_t r) {
+    if (v.rs[0] == 0) { const float x = v.data[ob]; return make_float4(x, x, x, x); }
+    return *reinterpret_cast<const float4*>(v.data + ob + r);
+}
 """
 
 # --------------------------------------------------------------------------------------------------------------
@@ -946,14 +957,18 @@ class _Printer:
     def accumulate(self) -> str:
         names: dict[str, str] = {}
         lines, used = self._source_lines(names)
+        self.acc_views = used
         source = names[self.spec.source.name]
+        params = "".join(f", float a{i}" for i in used)
+        args = "".join(f", a{i}" for i in used)
         body = "\n".join(lines)
-        update = self.red.update
-        return (f"template <typename index_t>\n"
+        return (f"KF_INLINE void {self.n}_acc_body({self.n}_state& s, int64_t r{params}) {{\n"
+                f"    (void)r;\n{body}\n    const float v = {source};\n    {self.red.update}\n}}\n\n"
+                f"template <typename index_t>\n"
                 f"KF_INLINE void {self.n}_accumulate(const {self.n}_args& A, const kf::RGeom& g, const index_t* ob, "
                 f"index_t r, {self.n}_state& s) {{\n"
-                f"{self._elem_offsets(used)}{self._loads(used)}{body}\n"
-                f"    const float v = {source};\n    {update}\n}}\n")
+                f"{self._elem_offsets(used)}{self._loads(used)}"
+                f"    {self.n}_acc_body(s, (int64_t)r{args});\n}}\n")
 
     def full(self) -> str:
         k, spec = self.k, self.spec
@@ -967,6 +982,8 @@ class _Printer:
         if spec.full is not None:
             expr = spec.full
             for role, (node, kind) in spec.operands.items():
+                if "{" + role + "}" not in expr:
+                    continue
                 i = self.slot[(node.name, kind)]
                 extra.append(i)
                 expr = expr.replace("{" + role + "}", f"a{i}")
@@ -981,16 +998,51 @@ class _Printer:
                     names[a.name] = f"a{i}"
             lines.append(f"    const float v_{n.name} = {_render(n, names)};  // {n.target}")
             names[n.name] = f"v_{n.name}"
-        loads = [i for i in extra if i not in used]
-        loads = list(dict.fromkeys(loads))
+        views = list(dict.fromkeys(used + [i for i in extra if i not in used]))
+        self.full_views = views
         outs = list(range(self.nop, self.nviews))
-        writes = "".join(f"    A.v[{self.nop + j}].data[ob[{self.nop + j}] + e{self.nop + j}] = {names[n.name]};\n"
-                         for j, n in enumerate(k.full_outputs))
-        return (f"template <typename index_t>\n"
+        params = "".join(f", float a{i}" for i in views)
+        args = "".join(f", a{i}" for i in views)
+        results = "".join(f"    y[{j}] = {names[n.name]};\n" for j, n in enumerate(k.full_outputs))
+        writes = "".join(f"    A.v[{self.nop + j}].data[ob[{self.nop + j}] + e{self.nop + j}] = y[{j}];\n"
+                         for j in range(len(k.full_outputs)))
+        return (f"KF_INLINE void {self.n}_full_body(const {self.n}_row& rv, float* y{params}) {{\n"
+                f"    (void)rv;\n" + "\n".join(lines) + "\n" + results + "}\n\n"
+                f"template <typename index_t>\n"
                 f"KF_INLINE void {self.n}_full(const {self.n}_args& A, const kf::RGeom& g, const index_t* ob, "
                 f"index_t r, const {self.n}_row& rv) {{\n"
-                f"{self._elem_offsets(used + loads + outs)}{self._loads(used + loads)}"
-                + "\n".join(lines) + "\n" + writes + "}\n")
+                f"{self._elem_offsets(views + outs)}{self._loads(views)}"
+                f"    float y[{len(k.full_outputs)}];\n    {self.n}_full_body(rv, y{args});\n{writes}}}\n")
+
+    def vec4(self) -> str:
+        """CUDA: 4 neighbouring elements of a row at once (float4 loads and stores), for rows whose views are
+        contiguous (or constant) along the reduced dim and 16-byte aligned."""
+        n, k = self.n, self.k
+        views = list(dict.fromkeys(self.acc_views + (self.full_views if k.full_outputs else [])))
+        views += list(range(self.nop, self.nviews))
+        checks = " && ".join(f"kfr_vec_ok(A.v[{i}], ob[{i}])" for i in views) or "true"
+        out = [f"""
+template <typename index_t>
+__device__ __forceinline__ bool {n}_vec_ok(const {n}_args& A, const kf::RGeom& g, const index_t* ob) {{
+    return g.rnd == 1 && {checks};
+}}
+"""]
+        loads = "".join(f"    const float4 q{i} = kfr_load4(A.v[{i}], ob[{i}], r);\n" for i in self.acc_views)
+        calls = "".join(f"    {n}_acc_body(s, (int64_t)r + {j}{''.join(f', q{i}.{c}' for i in self.acc_views)});\n"
+                        for j, c in enumerate("xyzw"))
+        out.append(f"template <typename index_t>\n__device__ __forceinline__ void {n}_accumulate4(const {n}_args& A, "
+                   f"const index_t* ob, index_t r, {n}_state& s) {{\n{loads}{calls}}}\n")
+        if k.full_outputs:
+            nf = len(k.full_outputs)
+            loads = "".join(f"    const float4 q{i} = kfr_load4(A.v[{i}], ob[{i}], r);\n" for i in self.full_views)
+            calls = "".join(f"    {n}_full_body(rv, y{c}{''.join(f', q{i}.{c}' for i in self.full_views)});\n"
+                            for c in "xyzw")
+            stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{self.nop + j}].data + ob[{self.nop + j}] + r) = "
+                             f"make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n" for j in range(nf))
+            out.append(f"template <typename index_t>\n__device__ __forceinline__ void {n}_full4(const {n}_args& A, "
+                       f"const index_t* ob, index_t r, const {n}_row& rv) {{\n"
+                       f"    float yx[{nf}], yy[{nf}], yz[{nf}], yw[{nf}];\n{loads}{calls}{stores}}}\n")
+        return "".join(out)
 
     # -- row phase ---------------------------------------------------------------------------------------
     def row_struct(self) -> str:
@@ -1127,23 +1179,30 @@ __device__ __forceinline__ {n}_state {n}_group_reduce({n}_state s, int group, {n
         n, nv = self.n, self.nviews
         has_full = bool(self.k.full_outputs)
         acc_rows = ("" if self.spec.skip_accumulate else
-                    f"            if (stage != 2) {{ for (index_t r = r0 + lane; r < r1; r += group) "
-                    f"{n}_accumulate<index_t>(A, g, ob, r, s); }}\n")
+                    f"        if (stage != 2) {{\n"
+                    f"            const index_t tail = vec ? r0 + ((r1 - r0) / 4) * 4 : r0;\n"
+                    f"            for (index_t r = r0 + 4 * lane; r < tail; r += 4 * group) "
+                    f"{n}_accumulate4<index_t>(A, ob, r, s);\n"
+                    f"            for (index_t r = tail + lane; r < r1; r += group) "
+                    f"{n}_accumulate<index_t>(A, g, ob, r, s);\n"
+                    f"        }}\n")
         acc_cols = ("" if self.spec.skip_accumulate else
-                    f"            if (stage != 2) {{ for (index_t r = r0 + ty; r < r1; r += 8) "
+                    f"            if (stage != 2) {{\n#pragma unroll 4\n            for (index_t r = r0 + ty; r < r1; r += 8) "
                     f"{n}_accumulate<index_t>(A, g, ob, r, s); }}\n")
-        full_rows = (f"        for (index_t r = r0 + lane; r < r1; r += group) {n}_full<index_t>(A, g, ob, r, rv);\n"
+        full_rows = (f"        const index_t tail = vec ? r0 + ((r1 - r0) / 4) * 4 : r0;\n"
+                     f"        for (index_t r = r0 + 4 * lane; r < tail; r += 4 * group) {n}_full4<index_t>(A, ob, r, rv);\n"
+                     f"        for (index_t r = tail + lane; r < r1; r += group) {n}_full<index_t>(A, g, ob, r, rv);\n"
                      if has_full else "")
-        full_cols = (f"            for (index_t r = r0 + ty; r < r1; r += 8) {n}_full<index_t>(A, g, ob, r, rv);\n"
+        full_cols = (f"#pragma unroll 4\n            for (index_t r = r0 + ty; r < r1; r += 8) {n}_full<index_t>(A, g, ob, r, rv);\n"
                      if has_full else "")
-        return self.shuffles() + f"""
+        return self.vec4() + self.shuffles() + f"""
 // A group of threads per row (stage 0: everything; 1: partial states of one slice into ws; 2: merge the row's
 // partial states, then write the slice).
 template <typename index_t>
 __global__ void {n}_rows({n}_args A, kf::RGeom g, int group, int splits, int stage, {n}_state* ws) {{
     __shared__ {n}_state red[32];
     const int lane = threadIdx.x % group, per_block = blockDim.x / group;
-    const index_t chunk = (index_t)((g.rlen + splits - 1) / splits);
+    const index_t chunk = (index_t)((((g.rlen + splits - 1) / splits) + 3) / 4 * 4);
     const int64_t units = g.rows * splits;
     for (int64_t u = (int64_t)blockIdx.x * per_block + threadIdx.x / group; u < units;
          u += (int64_t)gridDim.x * per_block) {{
@@ -1154,6 +1213,7 @@ __global__ void {n}_rows({n}_args A, kf::RGeom g, int group, int splits, int sta
         const index_t r1 = (index_t)(end < g.rlen ? end : g.rlen);
         index_t ob[{nv}];
         {n}_row_offsets<index_t>(A, g, o, ob);
+        const bool vec = {n}_vec_ok<index_t>(A, g, ob);
         {n}_state s = {n}_init();
 {acc_rows}        if (stage == 2) {{ for (int j = lane; j < splits; j += group) {n}_merge(s, ws[u - split + j]); }}
         s = {n}_group_reduce(s, group, red);
@@ -1172,7 +1232,7 @@ template <typename index_t>
 __global__ void {n}_cols({n}_args A, kf::RGeom g, int splits, int stage, {n}_state* ws) {{
     __shared__ {n}_state red[8][33];
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const index_t chunk = (index_t)((g.rlen + splits - 1) / splits);
+    const index_t chunk = (index_t)((((g.rlen + splits - 1) / splits) + 3) / 4 * 4);
     const int64_t tiles = (g.rows + 31) / 32;
     for (int64_t u = blockIdx.x; u < tiles * splits; u += gridDim.x) {{
         const int64_t tile = u / splits;

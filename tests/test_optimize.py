@@ -42,6 +42,8 @@ EXPECTED = {
     "frobenius_norm": ([["linalg_vector_norm", "div"]], []),
     "l2_normalize": ([["linalg_vector_norm", "clamp_min", "expand_as", "div"]], []),
     "l1_norm_prod": ([["abs", "sum", "div"], ["mul", "add", "prod"]], []),
+    "batchnorm_eval_functional": ([["batch_norm", "silu"]], []),
+    "var_std_argmin": ([["std"], ["add", "var"], ["argmin"]], []),
     # the in-place add splits the kernels: sigmoid must read x before the add writes it
     "kernelbench_style": ([["sigmoid"], ["mul", "mul"]], ["add_"]),
 }
