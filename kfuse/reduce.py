@@ -254,15 +254,25 @@ inline RConfig reduce_config(const RGeom& g, bool column, int sms) {
 }
 }  // namespace kf
 
-// float4 access along the reduced dim: a contiguous view 16-byte aligned at the row, or a constant one.
+// float4 access along the innermost reduced dim: views contiguous there (after a scalar head of 0-3 elements that
+// aligns them all to 16 bytes; every run of the inner dim must start aligned) or constant there (one value).
+// `head`: -2 while no view has decided, -1 when some view rules the float4 path out.
 template <typename index_t>
-__device__ __forceinline__ bool kfr_vec_ok(const kf::RView& v, index_t ob) {
-    return v.rs[0] == 0 || (v.rs[0] == 1 && (reinterpret_cast<uintptr_t>(v.data + ob) & 15) == 0);
+__device__ __forceinline__ void kfr_vec_head(const kf::RView& v, const kf::RGeom& g, index_t at, int& head) {
+    if (head == -1) return;
+    const int64_t inner = v.rs[g.rnd - 1];
+    if (inner == 0) return;
+    const uintptr_t address = reinterpret_cast<uintptr_t>(v.data + at);
+    bool ok = inner == 1 && (address & 3) == 0;
+    for (int d = 0; ok && d + 1 < g.rnd; ++d) ok = v.rs[d] % 4 == 0;
+    const int want = (int)((4 - ((address >> 2) & 3)) & 3);
+    if (!ok || (g.rnd > 1 && want != 0) || (head >= 0 && head != want)) head = -1;
+    else head = want;
 }
 template <typename index_t>
-__device__ __forceinline__ float4 kfr_load4(const kf::RView& v, index_t ob, index_t r) {
-    if (v.rs[0] == 0) { const float x = v.data[ob]; return make_float4(x, x, x, x); }
-    return *reinterpret_cast<const float4*>(v.data + ob + r);
+__device__ __forceinline__ float4 kfr_load4(const kf::RView& v, const kf::RGeom& g, index_t at) {
+    if (v.rs[g.rnd - 1] == 0) { const float x = v.data[at]; return make_float4(x, x, x, x); }
+    return *reinterpret_cast<const float4*>(v.data + at);
 }
 """
 
@@ -1015,32 +1025,41 @@ class _Printer:
                 f"    float y[{len(k.full_outputs)}];\n    {self.n}_full_body(rv, y{args});\n{writes}}}\n")
 
     def vec4(self) -> str:
-        """CUDA: 4 neighbouring elements of a row at once (float4 loads and stores), for rows whose views are
-        contiguous (or constant) along the reduced dim and 16-byte aligned."""
+        """CUDA: 4 neighbouring elements along the innermost reduced dim at once (float4 loads and stores), for
+        rows whose views are contiguous (or constant) there and aligned; with several reduced dims the inner
+        size must be a multiple of 4, so no group of 4 crosses a run."""
         n, k = self.n, self.k
         views = list(dict.fromkeys(self.acc_views + (self.full_views if k.full_outputs else [])))
         views += list(range(self.nop, self.nviews))
-        checks = " && ".join(f"kfr_vec_ok(A.v[{i}], ob[{i}])" for i in views) or "true"
+        checks = "".join(f"    kfr_vec_head(A.v[{i}], g, ob[{i}] + r0, head);\n" for i in views)
         out = [f"""
+// elements [r0, r0 + head) one at a time, then float4 groups; -1: this row has no float4 path
 template <typename index_t>
-__device__ __forceinline__ bool {n}_vec_ok(const {n}_args& A, const kf::RGeom& g, const index_t* ob) {{
-    return g.rnd == 1 && {checks};
+__device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& g, const index_t* ob, index_t r0) {{
+    if (g.rnd < 1 || (g.rnd > 1 && g.rsz[g.rnd - 1] % 4 != 0)) return -1;
+    int head = -2;
+{checks}    return head == -2 ? 0 : head;
 }}
 """]
-        loads = "".join(f"    const float4 q{i} = kfr_load4(A.v[{i}], ob[{i}], r);\n" for i in self.acc_views)
+        loads = "".join(f"    const float4 q{i} = kfr_load4(A.v[{i}], g, ob[{i}] + e{i});\n" for i in self.acc_views)
         calls = "".join(f"    {n}_acc_body(s, (int64_t)r + {j}{''.join(f', q{i}.{c}' for i in self.acc_views)});\n"
                         for j, c in enumerate("xyzw"))
         out.append(f"template <typename index_t>\n__device__ __forceinline__ void {n}_accumulate4(const {n}_args& A, "
-                   f"const index_t* ob, index_t r, {n}_state& s) {{\n{loads}{calls}}}\n")
+                   f"const kf::RGeom& g, const index_t* ob, index_t r, {n}_state& s) {{\n"
+                   f"{self._elem_offsets(self.acc_views)}{loads}{calls}}}\n")
         if k.full_outputs:
             nf = len(k.full_outputs)
-            loads = "".join(f"    const float4 q{i} = kfr_load4(A.v[{i}], ob[{i}], r);\n" for i in self.full_views)
+            outs = list(range(self.nop, self.nviews))
+            loads = "".join(f"    const float4 q{i} = kfr_load4(A.v[{i}], g, ob[{i}] + e{i});\n"
+                            for i in self.full_views)
             calls = "".join(f"    {n}_full_body(rv, y{c}{''.join(f', q{i}.{c}' for i in self.full_views)});\n"
                             for c in "xyzw")
-            stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{self.nop + j}].data + ob[{self.nop + j}] + r) = "
-                             f"make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n" for j in range(nf))
+            stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{self.nop + j}].data + ob[{self.nop + j}] + "
+                             f"e{self.nop + j}) = make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n"
+                             for j in range(nf))
             out.append(f"template <typename index_t>\n__device__ __forceinline__ void {n}_full4(const {n}_args& A, "
-                       f"const index_t* ob, index_t r, const {n}_row& rv) {{\n"
+                       f"const kf::RGeom& g, const index_t* ob, index_t r, const {n}_row& rv) {{\n"
+                       f"{self._elem_offsets(self.full_views + outs)}"
                        f"    float yx[{nf}], yy[{nf}], yz[{nf}], yw[{nf}];\n{loads}{calls}{stores}}}\n")
         return "".join(out)
 
@@ -1180,17 +1199,17 @@ __device__ __forceinline__ {n}_state {n}_group_reduce({n}_state s, int group, {n
         has_full = bool(self.k.full_outputs)
         acc_rows = ("" if self.spec.skip_accumulate else
                     f"        if (stage != 2) {{\n"
-                    f"            const index_t tail = vec ? r0 + ((r1 - r0) / 4) * 4 : r0;\n"
-                    f"            for (index_t r = r0 + 4 * lane; r < tail; r += 4 * group) "
-                    f"{n}_accumulate4<index_t>(A, ob, r, s);\n"
+                    f"            for (index_t r = r0 + lane; r < v0; r += group) {n}_accumulate<index_t>(A, g, ob, r, s);\n"
+                    f"            for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group) "
+                    f"{n}_accumulate4<index_t>(A, g, ob, r, s);\n"
                     f"            for (index_t r = tail + lane; r < r1; r += group) "
                     f"{n}_accumulate<index_t>(A, g, ob, r, s);\n"
                     f"        }}\n")
         acc_cols = ("" if self.spec.skip_accumulate else
                     f"            if (stage != 2) {{\n#pragma unroll 4\n            for (index_t r = r0 + ty; r < r1; r += 8) "
                     f"{n}_accumulate<index_t>(A, g, ob, r, s); }}\n")
-        full_rows = (f"        const index_t tail = vec ? r0 + ((r1 - r0) / 4) * 4 : r0;\n"
-                     f"        for (index_t r = r0 + 4 * lane; r < tail; r += 4 * group) {n}_full4<index_t>(A, ob, r, rv);\n"
+        full_rows = (f"        for (index_t r = r0 + lane; r < v0; r += group) {n}_full<index_t>(A, g, ob, r, rv);\n"
+                     f"        for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group) {n}_full4<index_t>(A, g, ob, r, rv);\n"
                      f"        for (index_t r = tail + lane; r < r1; r += group) {n}_full<index_t>(A, g, ob, r, rv);\n"
                      if has_full else "")
         full_cols = (f"#pragma unroll 4\n            for (index_t r = r0 + ty; r < r1; r += 8) {n}_full<index_t>(A, g, ob, r, rv);\n"
@@ -1213,7 +1232,9 @@ __global__ void {n}_rows({n}_args A, kf::RGeom g, int group, int splits, int sta
         const index_t r1 = (index_t)(end < g.rlen ? end : g.rlen);
         index_t ob[{nv}];
         {n}_row_offsets<index_t>(A, g, o, ob);
-        const bool vec = {n}_vec_ok<index_t>(A, g, ob);
+        const int head = {n}_vec_head<index_t>(A, g, ob, r0);
+        const index_t v0 = head < 0 ? r0 : (r0 + head < r1 ? r0 + head : r1);
+        const index_t tail = head < 0 ? r0 : v0 + ((r1 - v0) / 4) * 4;
         {n}_state s = {n}_init();
 {acc_rows}        if (stage == 2) {{ for (int j = lane; j < splits; j += group) {n}_merge(s, ws[u - split + j]); }}
         s = {n}_group_reduce(s, group, red);
