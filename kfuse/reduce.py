@@ -740,6 +740,8 @@ def _grow(core, spec: Spec, kernel_of: dict, expands: dict, epochs: dict, used: 
                     if u in members:
                         continue
                     k = kernel_of.get(u)
+                    if k is not None and level != "pro" and _feeds_only_reductions(k):
+                        continue  # the next reduction takes it as its prologue: no extra full-size write
                     if k is not None and id(k) not in used and all(n not in members for n in k.nodes):
                         lvl = _piece_level(k, members, row_shape, full_shape, spec.dims, epoch, epochs)
                         if lvl is None:
@@ -769,6 +771,19 @@ def _grow(core, spec: Spec, kernel_of: dict, expands: dict, epochs: dict, used: 
     if best is None:
         return None
     return best
+
+
+def _feeds_only_reductions(k: FusedKernel) -> bool:
+    users = list(k.result.users)
+    if not users:
+        return False
+    for u in users:
+        try:
+            if str(u.target) not in _PARSERS or spec_for(u).source is not k.result:
+                return False
+        except Exception:  # noqa: BLE001 - not a reduction kfuse fuses
+            return False
+    return True
 
 
 def _piece_level(k: FusedKernel, members: dict, row_shape, full_shape, dims, epoch, epochs) -> str | None:

@@ -105,3 +105,12 @@ def test_row_broadcast_rule():
 def test_layer_norm_with_pointwise_around_is_one_kernel():
     kernels, _, _ = planned(lambda m, x: torch.relu(m.ln(x * 0.5)) * 3.0, (3, 4, 17), ln=nn.LayerNorm(17))
     assert kernels == [["mul", "layer_norm", "relu", "mul"]]
+
+
+def test_a_pointwise_kernel_feeding_another_reduction_becomes_its_prologue():
+    # h = relu(bn(x)) is needed anyway; h * 2 only feeds the softmax, so the softmax computes it from h
+    def fn(m, x):
+        h = torch.relu(m.bn(x))
+        return torch.softmax(h * 2.0, dim=-1), h
+    kernels, library, _ = planned(fn, (8, 12), bn=nn.BatchNorm1d(12))
+    assert kernels == [["batch_norm", "relu"], ["mul", "softmax"]] and library == ["add_"]
