@@ -472,7 +472,7 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
                + kernel_functions + "".join(_cpu_kernel(k) for k in plan.kernels) + host_wrappers
                + red.decls + red.helpers + red.device + red.host + forward)
     kernels = [{"name": k.name, "fuses": k.ops, "in_place_into": k.write_into} for k in plan.kernels]
-    kernels += [{"name": k.name, "fuses": [op for op in k.ops], "in_place_into": None} for k in plan.reductions]
+    kernels += [{"name": k.name, "fuses": k.ops, "in_place_into": None} for k in plan.reductions]
     kernels.sort(key=lambda k: _step_index(plan, k["name"]))
     library = [c.op for c in plan.library_calls]
     unfused = [{"op": c.op, "node": c.node.name,

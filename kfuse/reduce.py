@@ -768,8 +768,6 @@ def _grow(core, spec: Spec, kernel_of: dict, expands: dict, epochs: dict, used: 
                 if best is None or len(candidate[1]) > len(best[1]):
                     best = candidate
                 break
-    if best is None:
-        return None
     return best
 
 
