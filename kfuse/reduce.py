@@ -163,6 +163,13 @@ inline at::Tensor as_row(const at::Tensor& t, const std::vector<int64_t>& sizes,
     return v.expand(sizes);
 }
 // A per-channel vector (weight, bias, running statistics of a norm layer) along dim 1 of the source.
+// A full-shape output laid out like `like` when that is a dense permutation of the same sizes (a transposed input
+// gives a transposed output, so reads and writes stay coalesced together), else contiguous.
+inline at::Tensor alloc_like(const at::Tensor& like, const std::vector<int64_t>& sizes, const at::TensorOptions& opts) {
+    if (like.sizes().vec() == sizes && like.is_non_overlapping_and_dense() && !like.is_contiguous())
+        return at::empty_strided(sizes, like.strides(), opts);
+    return at::empty(sizes, opts);
+}
 inline at::Tensor as_channel(const at::Tensor& t, const std::vector<int64_t>& sizes) {
     std::vector<int64_t> shape(sizes.size(), 1);
     shape[1] = t.numel();
@@ -1372,7 +1379,7 @@ void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms
             lines.append(f"    views.push_back({view}{split});")
         outs = []
         for j, node in enumerate(k.full_outputs):
-            lines.append(f"    at::Tensor f{j} = at::empty(S, opts);")
+            lines.append(f"    at::Tensor f{j} = kf::alloc_like(t{self.column_view()}, S, opts);")
             lines.append(f"    views.push_back(f{j}{split});")
             outs.append(f"f{j}")
         if k.row_outputs or k.index_outputs:
