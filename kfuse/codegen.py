@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from kfuse import ops
+from kfuse import reduce as reductions
 from kfuse.capture import Captured
 from kfuse.plan import FusedKernel, LibraryCall, Plan, TupleItem, tensor_meta
 
@@ -130,7 +131,9 @@ HOST_HEADERS = """#include <algorithm>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ScalarOps.h>
 #include <torch/library.h>
 """
@@ -590,6 +593,8 @@ def _forward(captured: Captured, plan: Plan, names: dict[str, str], target: str)
             body.append(_library_call(step, names, handles))
         elif isinstance(step, TupleItem):
             body.append(_tuple_item(step, names, plan))
+        elif isinstance(step, reductions.ReduceKernel):
+            body.extend(reductions.forward_lines(step, names))
         else:
             args = ", ".join(_kernel_argument(step, i, names) for i in step.inputs)
             into = f"&{names[step.write_into]}" if step.write_into else "nullptr"
@@ -619,25 +624,32 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     kernel_functions = "".join(_op_function(k) for k in plan.kernels)
     host_wrappers = "".join(_host_wrapper(k, target) for k in plan.kernels)
     forward = _forward(captured, plan, names, target)
+    red = reductions.render(plan.reductions, target)
     if target == "cuda":
         launches = "".join(f"void {k.name}_launch(const kf::Operand* o, const kf::Shape& shape, float* out, "
                            f"bool small_index, int sms, cudaStream_t stream);\n" for k in plan.kernels)
         launches += "".join(f"void {k.name}_launch_from_channels_last(const kf::Operand* o, const kf::Shape& shape, "
                             f"float* out, bool small_index, cudaStream_t stream);\n"
                             for k in plan.kernels if k.channels_last_input)
-        cuda = ("#include <cuda_runtime.h>\n#include <algorithm>\n" + COMMON + prelude_for(kernel_functions)
+        cuda = ("#include <cuda_runtime.h>\n#include <algorithm>\n" + COMMON
+                + prelude_for(kernel_functions + red.expressions)
                 + kernel_functions
                 + "".join(_cuda_kernels(k) + (_channels_last_kernel(k) if k.channels_last_input else "")
-                          for k in plan.kernels))
+                          for k in plan.kernels)
+                + red.decls + red.helpers + red.device)
         cpp = (HOST_HEADERS + CUDA_HOST_HEADERS + COMMON + HOST_RUNTIME + CUDA_HOST_RUNTIME + launches
-               + host_wrappers + forward)
+               + host_wrappers + red.decls + red.host + forward)
     else:
         cuda = None
-        cpp = (HOST_HEADERS + "#include <ATen/Parallel.h>\n" + COMMON + prelude_for(kernel_functions)
+        cpp = (HOST_HEADERS + "#include <ATen/Parallel.h>\n" + COMMON + prelude_for(kernel_functions + red.expressions)
                + HOST_RUNTIME
-               + kernel_functions + "".join(_cpu_kernel(k) for k in plan.kernels) + host_wrappers + forward)
+               + kernel_functions + "".join(_cpu_kernel(k) for k in plan.kernels) + host_wrappers
+               + red.decls + red.helpers + red.device + red.host + forward)
     kernels = [{"name": k.name, "fuses": k.ops, "in_place_into": k.write_into,
                 "reads_channels_last": k.channels_last_input} for k in plan.kernels]
+    kernels += [{"name": k.name, "fuses": k.ops, "in_place_into": None, "reads_channels_last": None}
+                for k in plan.reductions]
+    kernels.sort(key=lambda k: _step_index(plan, k["name"]))
     library = [c.op for c in plan.library_calls]
     unfused = [{"op": c.op, "node": c.node.name,
                 "reason": "anchor: runs on the vendor library, its epilogue fused after it" if c.anchor
@@ -645,7 +657,14 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     return Sources(cpp, cuda, kernels, library, unfused)
 
 
+def _step_index(plan: Plan, name: str) -> int:
+    return next(i for i, s in enumerate(plan.steps) if getattr(s, "name", None) == name)
+
+
 def _unfused_reason(call: LibraryCall) -> str:
+    reason = reductions.unfused_reason(call.node)
+    if reason is not None:
+        return reason
     if ops.lookup(call.node.target) is not None:
         meta = tensor_meta(call.node)
         return f"pointwise, but on {meta.dtype if meta is not None else 'non-tensor'} values (fp32 kernels only)"

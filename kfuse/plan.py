@@ -95,6 +95,12 @@ class Plan:
     def library_calls(self) -> list[LibraryCall]:
         return [s for s in self.steps if isinstance(s, LibraryCall)]
 
+    @property
+    def reductions(self) -> list:
+        """Fused reduction kernels (kfuse.reduce.ReduceKernel)."""
+        from kfuse.reduce import ReduceKernel
+        return [s for s in self.steps if isinstance(s, ReduceKernel)]
+
 
 def tensor_meta(node) -> torch.Tensor | None:
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
@@ -168,12 +174,17 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
             for a in _flat_args(node):
                 if isinstance(a, torch.fx.Node) and a not in inside and a.name not in kernel.inputs:
                     kernel.inputs.append(a.name)
-    for kernel in (s for s in steps if isinstance(s, FusedKernel)):
-        kernel.write_into = _reusable_buffer(kernel, steps)
-        _move_conv_bias(kernel, steps)
-        kernel.name = _unique(_kernel_name(kernel), names)
-        if target == "cuda" and precision == "tf32":
-            _read_conv_channels_last(kernel, steps)
+    from kfuse import reduce  # reductions absorb the pointwise kernels around them (kfuse/reduce.py)
+    steps = reduce.fuse_reductions(steps, nodes, _epochs(nodes))
+    for kernel in steps:
+        if isinstance(kernel, reduce.ReduceKernel):
+            kernel.name = _unique(reduce.kernel_name(kernel), names)
+        elif isinstance(kernel, FusedKernel):
+            kernel.write_into = _reusable_buffer(kernel, steps)
+            _move_conv_bias(kernel, steps)
+            kernel.name = _unique(_kernel_name(kernel), names)
+            if target == "cuda" and precision == "tf32":
+                _read_conv_channels_last(kernel, steps)
     return Plan(steps)
 
 

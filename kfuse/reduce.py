@@ -1,0 +1,1452 @@
+"""Fused reduction kernels: sums, means, extrema, arg-extrema, products, norms, softmax, logsumexp, variance and
+the normalisation layers (layer, RMS, group, instance and batch norm, the last in training and eval mode).
+
+A reduction kernel is three phases over one "source" tensor S (the value that is reduced):
+
+1. accumulate: every element of S is computed from the kernel's operands (the pointwise *prologue*, fused from the
+   ops that produced S) and folded into a per-row state (a sum, a Welford mean/M2, an online max + rescaled sum);
+2. row: the state gives the row's statistics, the reduction's value and any pointwise ops over the reduced shape
+   (the *row epilogue*: `tanh(sum(x) * 0.5)`), written once per row;
+3. full (only when needed): the elements are visited again to write full-shape results that read the statistics:
+   softmax's `exp(x - max) / sum`, a norm layer's `(x - mean) * rstd * w + b`, `x / norm(x)`, and the pointwise ops
+   after them (the *full epilogue*).
+
+Geometry: S is seen as [rows, reduced] after the reduced dims are moved last logically (no copy): every operand is
+a strided view with the source's sizes; kept dims and reduced dims are coalesced separately, so a reduction over a
+middle dim, over several dims, or a channel-wise batch norm costs no transpose. Kernels index through strides,
+32-bit when every buffer fits.
+
+CUDA mapping: when the reduced dim is contiguous, a warp (short rows) or a block (long rows) per row, warp shuffles
+then shared memory; when the kept dim is the contiguous one (sum over a middle dim, softmax over channels), a
+32x8 block covers 32 neighbouring rows, so loads stay coalesced. When there are too few rows to fill the GPU, the
+reduced range is split over several blocks: a first kernel writes partial states, a second merges them (in a fixed
+order: results are deterministic) and writes its slice. CPU: one row per iteration of `at::parallel_for`, states
+accumulated in double (sequential fp32 sums would lose precision against PyTorch's cascaded sums).
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+import torch
+
+from kfuse import ops
+from kfuse.plan import FusedKernel, LibraryCall, TupleItem, tensor_meta
+
+# --------------------------------------------------------------------------------------------------------------
+# Reducers: the per-row state, how one value updates it and how two states merge (the merge must treat the
+# initial state as an identity: threads with no elements merge it).
+
+
+@dataclass(frozen=True)
+class Reducer:
+    fields: tuple[tuple[str, str, str], ...]   # (C type, name, initial value)
+    update: str                                # C statements: state `s`, value `v` (float), index `r` (int64_t)
+    merge: str                                 # C statements: merge state `b` into `a`
+
+
+_SUM = Reducer((("kf_acc", "s", "0"),), "s.s += (kf_acc)v;", "a.s += b.s;")
+REDUCERS = {
+    "sum": _SUM,
+    "sumsq": Reducer(_SUM.fields, "{ const kf_acc x = (kf_acc)v; s.s += x * x; }", _SUM.merge),
+    "abssum": Reducer(_SUM.fields, "s.s += (kf_acc)fabsf(v);", _SUM.merge),
+    "nonzero": Reducer(_SUM.fields, "s.s += (v != 0.0f) ? (kf_acc)1 : (kf_acc)0;", _SUM.merge),
+    "powsum": Reducer(_SUM.fields, "s.s += kfr_pow((kf_acc)fabsf(v), (kf_acc)P);", _SUM.merge),
+    "prod": Reducer((("kf_acc", "p", "1"),), "s.p *= (kf_acc)v;", "a.p *= b.p;"),
+    "max": Reducer((("float", "m", "-INFINITY"),), "s.m = kfr_max(s.m, v);", "a.m = kfr_max(a.m, b.m);"),
+    "min": Reducer((("float", "m", "INFINITY"),), "s.m = kfr_min(s.m, v);", "a.m = kfr_min(a.m, b.m);"),
+    "argmax": Reducer((("float", "m", "-INFINITY"), ("int64_t", "i", "INT64_MAX")),
+                      "kfr_argmax_step(s.m, s.i, v, r);", "kfr_argmax_step(a.m, a.i, b.m, b.i);"),
+    "argmin": Reducer((("float", "m", "INFINITY"), ("int64_t", "i", "INT64_MAX")),
+                      "kfr_argmin_step(s.m, s.i, v, r);", "kfr_argmin_step(a.m, a.i, b.m, b.i);"),
+    # Welford: one read, numerically stable; Chan's formula merges two partial states.
+    "welford": Reducer((("kf_acc", "mean", "0"), ("kf_acc", "m2", "0"), ("kf_acc", "n", "0")),
+                       "kfr_welford_step(s.mean, s.m2, s.n, (kf_acc)v);",
+                       "kfr_welford_merge(a.mean, a.m2, a.n, b.mean, b.m2, b.n);"),
+    # Online softmax: running max m and the sum of exp(x - m), rescaled when m grows. -inf elements add 0.
+    "softmax": Reducer((("kf_acc", "m", "-INFINITY"), ("kf_acc", "s", "0")),
+                       "kfr_softmax_step(s.m, s.s, (kf_acc)v);", "kfr_softmax_merge(a.m, a.s, b.m, b.s);"),
+}
+
+REDUCE_PRELUDE = r"""
+/* kfuse reduction helpers (kfuse/reduce.py). Accumulators are float in CUDA (as PyTorch's kernels) and double on
+   the CPU target, whose sequential loops would otherwise lose precision against PyTorch's cascaded sums. */
+#ifdef __CUDACC__
+typedef float kf_acc;
+#else
+typedef double kf_acc;
+#endif
+KF_INLINE float kfr_exp(float x) { return expf(x); }
+KF_INLINE double kfr_exp(double x) { return exp(x); }
+KF_INLINE float kfr_log(float x) { return logf(x); }
+KF_INLINE double kfr_log(double x) { return log(x); }
+KF_INLINE float kfr_sqrt(float x) { return sqrtf(x); }
+KF_INLINE double kfr_sqrt(double x) { return sqrt(x); }
+KF_INLINE kf_acc kfr_max_acc(kf_acc a) { return a > (kf_acc)0 ? a : (kf_acc)0; }
+KF_INLINE float kfr_pow(float x, float y) { return powf(x, y); }
+KF_INLINE double kfr_pow(double x, double y) { return pow(x, y); }
+/* max/min that propagate NaN, as torch.amax does */
+KF_INLINE float kfr_max(float a, float b) { return (a != a || a > b) ? a : b; }
+KF_INLINE float kfr_min(float a, float b) { return (a != a || a < b) ? a : b; }
+/* (m, i) takes (v, j) when v is larger, or equal with a smaller index; the first NaN wins (torch.argmax) */
+KF_INLINE void kfr_argmax_step(float& m, int64_t& i, float v, int64_t j) {
+  const bool take = (v != v) ? (m == m || j < i) : (m == m && (v > m || (v == m && j < i)));
+  if (take) { m = v; i = j; }
+}
+KF_INLINE void kfr_argmin_step(float& m, int64_t& i, float v, int64_t j) {
+  const bool take = (v != v) ? (m == m || j < i) : (m == m && (v < m || (v == m && j < i)));
+  if (take) { m = v; i = j; }
+}
+KF_INLINE void kfr_welford_step(kf_acc& mean, kf_acc& m2, kf_acc& n, kf_acc x) {
+  n += (kf_acc)1;
+  const kf_acc d = x - mean;
+  mean += d / n;
+  m2 += d * (x - mean);
+}
+KF_INLINE void kfr_welford_merge(kf_acc& mean, kf_acc& m2, kf_acc& n, kf_acc mean_b, kf_acc m2_b, kf_acc n_b) {
+  if (n_b == (kf_acc)0) return;
+  if (n == (kf_acc)0) { mean = mean_b; m2 = m2_b; n = n_b; return; }
+  const kf_acc total = n + n_b;
+  const kf_acc d = mean_b - mean;
+  const kf_acc f = n_b / total;
+  mean += d * f;
+  m2 += m2_b + d * d * n * f;
+  n = total;
+}
+KF_INLINE void kfr_softmax_step(kf_acc& m, kf_acc& s, kf_acc x) {
+  if (x > m) { s = s * kfr_exp(m - x) + (kf_acc)1; m = x; }
+  else if (x != -INFINITY) { s += kfr_exp(x - m); }  /* NaN falls here and poisons s, as in PyTorch */
+}
+KF_INLINE void kfr_softmax_merge(kf_acc& m, kf_acc& s, kf_acc m_b, kf_acc s_b) {
+  const kf_acc top = (m_b > m) ? m_b : m;
+  const kf_acc sa = (m == -INFINITY) ? s : s * kfr_exp(m - top);
+  const kf_acc sb = (m_b == -INFINITY) ? s_b : s_b * kfr_exp(m_b - top);
+  m = top;
+  s = sa + sb;
+}
+"""
+
+# Shared by host and device: the geometry of one reduction and one strided view with the source's sizes.
+REDUCE_DECLS = r"""
+namespace kf {
+// [rows, reduced] view of a source tensor: kept dims (ond, osz) and reduced dims (rnd, rsz), each coalesced.
+struct RGeom {
+    int ond, rnd;
+    int64_t osz[KF_MAX_DIMS], rsz[KF_MAX_DIMS];
+    int64_t rows, rlen;
+};
+// An operand or a full-shape output, viewed with the source's sizes: strides along kept and reduced dims.
+struct RView {
+    float* data;
+    int64_t os[KF_MAX_DIMS], rs[KF_MAX_DIMS];
+};
+}  // namespace kf
+"""
+
+REDUCE_HOST = r"""
+namespace kf {
+// The reduced output's shape: the source's sizes without the reduced dims (or with 1 there, keepdim).
+inline std::vector<int64_t> row_shape(const std::vector<int64_t>& sizes, const std::vector<int64_t>& dims, bool keepdim) {
+    std::vector<int64_t> out;
+    for (int64_t d = 0; d < (int64_t)sizes.size(); ++d) {
+        const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+        if (!reduced) out.push_back(sizes[d]);
+        else if (keepdim) out.push_back(1);
+    }
+    return out;
+}
+// A value of the reduced shape (row epilogue operand) seen with the source's sizes: stride 0 along reduced dims.
+inline at::Tensor as_row(const at::Tensor& t, const std::vector<int64_t>& sizes, const std::vector<int64_t>& dims, bool keepdim) {
+    at::Tensor v = t.expand(row_shape(sizes, dims, keepdim));
+    if (!keepdim) for (int64_t d : dims) v = v.unsqueeze(d);  // dims ascending
+    return v.expand(sizes);
+}
+// A per-channel vector (weight, bias, running statistics of a norm layer) along dim 1 of the source.
+// A full-shape output laid out like `like` when that is a dense permutation of the same sizes (a transposed input
+// gives a transposed output, so reads and writes stay coalesced together), else contiguous.
+inline at::Tensor alloc_like(const at::Tensor& like, const std::vector<int64_t>& sizes, const at::TensorOptions& opts) {
+    if (like.sizes().vec() == sizes && like.is_non_overlapping_and_dense() && !like.is_contiguous())
+        return at::empty_strided(sizes, like.strides(), opts);
+    return at::empty(sizes, opts);
+}
+inline at::Tensor as_channel(const at::Tensor& t, const std::vector<int64_t>& sizes) {
+    std::vector<int64_t> shape(sizes.size(), 1);
+    shape[1] = t.numel();
+    return t.reshape(shape).expand(sizes);
+}
+inline std::vector<int64_t> broadcast_shape(const std::vector<at::Tensor>& ts) {
+    std::vector<int64_t> sizes(ts[0].sizes().begin(), ts[0].sizes().end());
+    for (size_t k = 1; k < ts.size(); ++k) sizes = at::infer_size(sizes, ts[k].sizes());
+    return sizes;
+}
+// Fills the geometry and the views' strides; dims of size 1 drop out, neighbours merge where every view allows.
+inline void reduce_geometry(const std::vector<at::Tensor>& views, const std::vector<int64_t>& dims, RGeom& g, RView* out) {
+    const int64_t nd = views[0].dim();
+    TORCH_CHECK(nd <= KF_MAX_DIMS, "kfuse reductions support up to ", KF_MAX_DIMS, " dimensions");
+    const size_t nv = views.size();
+    for (size_t k = 0; k < nv; ++k) {
+        TORCH_CHECK(views[k].scalar_type() == at::kFloat, "kfuse reduction expects float32 operands");
+        TORCH_CHECK(views[k].sizes() == views[0].sizes(), "kfuse reduction: operand shapes disagree");
+        out[k].data = const_cast<float*>(views[k].data_ptr<float>());
+    }
+    for (int level = 0; level < 2; ++level) {
+        int n = 0;
+        int64_t* sz = level == 0 ? g.osz : g.rsz;
+        for (int64_t d = 0; d < nd; ++d) {
+            const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+            if (reduced != (level == 1) || views[0].size(d) == 1) continue;
+            bool merge = n > 0;
+            for (size_t k = 0; k < nv && merge; ++k) {
+                const int64_t* st = level == 0 ? out[k].os : out[k].rs;
+                merge = st[n - 1] == views[k].stride(d) * views[k].size(d);
+            }
+            if (merge) {
+                sz[n - 1] *= views[0].size(d);
+                for (size_t k = 0; k < nv; ++k) (level == 0 ? out[k].os : out[k].rs)[n - 1] = views[k].stride(d);
+            } else {
+                sz[n] = views[0].size(d);
+                for (size_t k = 0; k < nv; ++k) (level == 0 ? out[k].os : out[k].rs)[n] = views[k].stride(d);
+                ++n;
+            }
+        }
+        int64_t total = 1;
+        for (int i = 0; i < n; ++i) total *= sz[i];
+        if (level == 0) { g.ond = n; g.rows = total; } else { g.rnd = n; g.rlen = total; }
+    }
+}
+// 32-bit indexing only when every offset, row and reduced index fits (with room for a grid's overshoot).
+inline bool reduce_small_index(const std::vector<at::Tensor>& views, const RGeom& g) {
+    int64_t worst = 0;
+    for (const at::Tensor& v : views) {
+        int64_t off = 0;
+        for (int64_t d = 0; d < v.dim(); ++d) off += (v.size(d) - 1) * v.stride(d);
+        worst = std::max(worst, off);
+    }
+    const int64_t room = (int64_t)1 << 20;
+    return worst < INT32_MAX - room && g.rows < INT32_MAX - room && g.rlen < INT32_MAX - room;
+}
+}  // namespace kf
+"""
+
+# Launch shapes for CUDA (in the .cu file, next to the kernels).
+REDUCE_DEVICE_RUNTIME = r"""
+namespace kf {
+struct RConfig { bool column; int group; int splits; unsigned blocks; unsigned threads; };
+// column: the kept dim is the contiguous one (a 32x8 block covers 32 rows); else `group` threads per row (a warp
+// for short rows, the whole block for long ones). Few rows and long reductions split the reduced range.
+inline RConfig reduce_config(const RGeom& g, bool column, int sms) {
+    RConfig c;
+    c.column = column;
+    c.splits = 1;
+    const int64_t target = (int64_t)sms * 4;  // blocks wanted in flight
+    if (column) {
+        const int64_t tiles = (g.rows + 31) / 32;
+        if (tiles < target && g.rlen >= 2048) c.splits = (int)std::max<int64_t>(1, std::min<int64_t>((target + tiles - 1) / tiles, g.rlen / 512));
+        c.group = 8;
+        c.threads = 256;
+        c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>(tiles * c.splits, (int64_t)sms * 16));
+    } else if (g.rlen <= 256) {
+        c.group = 32;
+        c.threads = 256;
+        c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((g.rows + 7) / 8, (int64_t)sms * 16));
+    } else {
+        c.group = g.rlen <= 2048 ? 128 : (g.rlen <= 16384 ? 256 : 512);
+        c.threads = c.group;
+        if (g.rows < target && g.rlen >= (int64_t)16 * c.group)
+            c.splits = (int)std::max<int64_t>(1, std::min<int64_t>((target + g.rows - 1) / g.rows, g.rlen / (8 * c.group)));
+        c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>(g.rows * c.splits, (int64_t)sms * (2048 / c.group)));
+    }
+    return c;
+}
+}  // namespace kf
+
+// float4 access along the innermost reduced dim: views contiguous there (after a scalar head of 0-3 elements that
+// aligns them all to 16 bytes; every run of the inner dim must start aligned) or constant there (one value).
+// `head`: -2 while no view has decided, -1 when some view rules the float4 path out.
+template <typename index_t>
+__device__ __forceinline__ void kfr_vec_head(const kf::RView& v, const kf::RGeom& g, index_t at, int& head) {
+    if (head == -1) return;
+    const int64_t inner = v.rs[g.rnd - 1];
+    if (inner == 0) return;
+    const uintptr_t address = reinterpret_cast<uintptr_t>(v.data + at);
+    bool ok = inner == 1 && (address & 3) == 0;
+    for (int d = 0; ok && d + 1 < g.rnd; ++d) ok = v.rs[d] % 4 == 0;
+    const int want = (int)((4 - ((address >> 2) & 3)) & 3);
+    if (!ok || (g.rnd > 1 && want != 0) || (head >= 0 && head != want)) head = -1;
+    else head = want;
+}
+template <typename index_t>
+__device__ __forceinline__ float4 kfr_load4(const kf::RView& v, const kf::RGeom& g, index_t at) {
+    if (v.rs[g.rnd - 1] == 0) { const float x = v.data[at]; return make_float4(x, x, x, x); }
+    return *reinterpret_cast<const float4*>(v.data + at);
+}
+"""
+
+# --------------------------------------------------------------------------------------------------------------
+# Specs: what each supported ATen reduction means
+
+
+class Unsupported(Exception):
+    """This reduction node cannot be fused; the message says why (listed as the unfused reason)."""
+
+
+@dataclass
+class Spec:
+    reducer: str
+    source: torch.fx.Node
+    dims: list[int]                        # reduced dims, in the (viewed) source's rank, ascending
+    keepdim: bool = False
+    groups: int | None = None              # group_norm: dim 1 split into (groups, C / groups)
+    full: str | None = None                # C expression of the full-shape result from x and rv.*
+    row: str | None = None                 # C expression of the row value (float)
+    index: str | None = None               # C expression of the row index (int64_t)
+    stats: list[tuple[str, str]] = field(default_factory=list)   # (name, C expression of s and n), kf_acc
+    operands: dict[str, tuple[torch.fx.Node, str]] = field(default_factory=dict)  # role -> (node, kind)
+    row_write: list[str] = field(default_factory=list)            # extra row statements (running statistics)
+    skip_accumulate: bool = False          # eval-mode batch norm: the statistics are operands
+
+
+def _bound(node: torch.fx.Node) -> dict:
+    return ops._bind(node.target._schema, list(node.args), dict(node.kwargs))
+
+
+def _rank(node) -> int:
+    return tensor_meta(node).dim()
+
+
+def _norm_dims(dims, rank: int) -> list[int]:
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    out = sorted({(d + rank) % rank if rank else 0 for d in dims})
+    return [d for d in out if d < max(rank, 1)] if rank else []
+
+
+def _f32(x) -> str:
+    return ops.scalar_literal(x)
+
+
+def _acc(x: float) -> str:
+    """A double constant as C source (used in kf_acc arithmetic)."""
+    return f"(kf_acc){float(x)!r}"
+
+
+def _check_dtype(node, *values):
+    for v in values:
+        meta = tensor_meta(v) if isinstance(v, torch.fx.Node) else None
+        if meta is None or meta.dtype != torch.float32:
+            raise Unsupported(f"on {meta.dtype if meta is not None else 'non-tensor'} values (fp32 kernels only)")
+
+
+def _no_dtype(p: dict):
+    if p.get("dtype") not in (None, torch.float32):
+        raise Unsupported(f"with dtype={p['dtype']} (fp32 kernels only)")
+
+
+def spec_for(node: torch.fx.Node) -> Spec:
+    """The Spec of a supported reduction node; Unsupported (with the reason) otherwise."""
+    name = str(node.target)
+    parser = _PARSERS.get(name)
+    if parser is None:
+        raise Unsupported("not a reduction kfuse fuses")
+    p = _bound(node)
+    source = p.get("self", p.get("input"))
+    if not isinstance(source, torch.fx.Node):
+        raise Unsupported("its input is not a tensor")
+    _check_dtype(node, source)
+    return parser(node, p, source)
+
+
+def _plain(reducer: str, row: str | None = None, index: str | None = None, all_dims=False):
+    def parse(node, p, source):
+        _no_dtype(p)
+        rank = _rank(source)
+        dims = list(range(rank)) if all_dims else _norm_dims(p.get("dim"), rank)
+        return Spec(reducer, source, dims, bool(p.get("keepdim", False)), row=row, index=index)
+    return parse
+
+
+def _mean(all_dims=False):
+    return _plain("sum", "(float)(s.s / n)", all_dims=all_dims)
+
+
+def _var(std: bool):
+    def parse(node, p, source):
+        rank = _rank(source)
+        if "correction" in p:
+            c = p["correction"]
+            correction = 1.0 if c is None else float(c)
+        else:
+            correction = 1.0 if p.get("unbiased", True) else 0.0
+        var = f"(s.m2 / kfr_max_acc(n - {_acc(correction)}))"
+        return Spec("welford", source, _norm_dims(p.get("dim"), rank), bool(p.get("keepdim", False)),
+                    row=f"(float)kfr_sqrt({var})" if std else f"(float){var}")
+    return parse
+
+
+def _argext(kind: str):
+    def parse(node, p, source):
+        rank = _rank(source)
+        dims = _norm_dims(p.get("dim"), rank)
+        return Spec(kind, source, dims, bool(p.get("keepdim", False)), index="s.i")
+    return parse
+
+
+def _ext_dim(kind: str):  # max.dim / min.dim: (values, indices)
+    def parse(node, p, source):
+        if any(u.target is not operator.getitem for u in node.users):
+            raise Unsupported("its tuple is used whole")
+        return Spec(kind, source, _norm_dims(p["dim"], _rank(source)), bool(p["keepdim"]), row="s.m", index="s.i")
+    return parse
+
+
+def _softmax(log: bool):
+    def parse(node, p, source):
+        _no_dtype(p)
+        if p.get("half_to_float"):
+            raise Unsupported("with half_to_float")
+        full = ("(float)((kf_acc)x - rv.st_m - kfr_log(rv.st_s))" if log
+                else "(float)(kfr_exp((kf_acc)x - rv.st_m) / rv.st_s)")
+        return Spec("softmax", source, _norm_dims(p["dim"], _rank(source)), full=full,
+                    stats=[("st_m", "s.m"), ("st_s", "s.s")])
+    return parse
+
+
+def _logsumexp(node, p, source):
+    # PyTorch shifts by the max unless it is infinite (then by 0): +inf gives +inf, an all -inf row gives -inf
+    row = "(float)((s.m == INFINITY || (s.m == -INFINITY && s.s == (kf_acc)0)) ? s.m : s.m + kfr_log(s.s))"
+    return Spec("softmax", source, _norm_dims(p["dim"], _rank(source)), bool(p["keepdim"]), row=row)
+
+
+def _vector_norm(node, p, source):
+    _no_dtype(p)
+    o = p["ord"]
+    if isinstance(o, bool) or not isinstance(o, (int, float)):
+        raise Unsupported(f"with ord={o!r}")
+    o = float(o)
+    dims, keep = _norm_dims(p["dim"], _rank(source)), bool(p["keepdim"])
+    if o == 2.0:
+        return Spec("sumsq", source, dims, keep, row="(float)kfr_sqrt(s.s)")
+    if o == 1.0:
+        return Spec("abssum", source, dims, keep, row="(float)s.s")
+    if o == float("inf"):
+        return Spec("max", source, dims, keep, row="fabsf(s.m)")
+    if o == float("-inf"):
+        return Spec("min", source, dims, keep, row="fabsf(s.m)")
+    if o == 0.0:
+        return Spec("nonzero", source, dims, keep, row="(float)s.s")
+    spec = Spec("powsum", source, dims, keep, row=f"(float)kfr_pow(s.s, (kf_acc)1 / (kf_acc){o!r})")
+    spec.reducer = f"powsum:{o!r}"
+    return spec
+
+
+def _weights(spec: Spec, p: dict, kind: str, names=("weight", "bias")) -> str:
+    """`y` scaled by the optional weight and shifted by the optional bias, in kf_acc."""
+    expr = "y"
+    for role in names:
+        t = p.get(role)
+        if t is None:
+            continue
+        if not isinstance(t, torch.fx.Node):
+            raise Unsupported(f"with a non-tensor {role}")
+        _check_dtype(None, t)
+        spec.operands[role] = (t, kind)
+        expr = f"({expr} * (kf_acc){{{role}}})" if role == "weight" else f"({expr} + (kf_acc){{{role}}})"
+    return expr
+
+
+_WELFORD_STATS = [("st_mean", "s.mean"), ("st_rstd", "(kf_acc)1 / kfr_sqrt(s.m2 / s.n + EPS)")]
+
+
+def _normalize(spec: Spec, p: dict, kind: str, eps) -> Spec:
+    if not isinstance(eps, (int, float)):
+        raise Unsupported(f"with eps={eps!r}")
+    spec.stats = [(n, e.replace("EPS", _acc(eps))) for n, e in _WELFORD_STATS]
+    affine = _weights(spec, p, kind)
+    spec.full = f"(float)({affine.replace('y', '(((kf_acc)x - rv.st_mean) * rv.st_rstd)', 1)})"
+    return spec
+
+
+def _layer_norm(node, p, source):
+    rank, k = _rank(source), len(p["normalized_shape"])
+    return _normalize(Spec("welford", source, list(range(rank - k, rank))), p, "full", p["eps"])
+
+
+def _rms_norm(node, p, source):
+    rank, k = _rank(source), len(p["normalized_shape"])
+    eps = p.get("eps")
+    eps = float(torch.finfo(torch.float32).eps) if eps is None else eps
+    spec = Spec("sumsq", source, list(range(rank - k, rank)),
+                stats=[("st_rstd", f"(kf_acc)1 / kfr_sqrt(s.s / n + {_acc(eps)})")])
+    w = p.get("weight")
+    spec.full = "((float)((kf_acc)x * rv.st_rstd))"
+    if w is not None:
+        _check_dtype(None, w)
+        spec.operands["weight"] = (w, "full")
+        spec.full = "(((float)((kf_acc)x * rv.st_rstd)) * {weight})"
+    return spec
+
+
+def _group_norm(node, p, source):
+    rank = _rank(source)
+    if rank < 2:
+        raise Unsupported("on a tensor of rank < 2")
+    g = p["num_groups"]
+    spec = Spec("welford", source, list(range(2, rank + 1)), groups=int(g))
+    return _normalize(spec, p, "channel", p["eps"])
+
+
+def _instance_norm(node, p, source):
+    rank = _rank(source)
+    if not p["use_input_stats"] or p.get("running_mean") is not None or p.get("running_var") is not None:
+        raise Unsupported("with running statistics (track_running_stats=True)")
+    if rank < 3:
+        raise Unsupported("on a tensor of rank < 3")
+    return _normalize(Spec("welford", source, list(range(2, rank))), p, "channel", p["eps"])
+
+
+def _batch_norm(node, p, source):
+    rank = _rank(source)
+    if rank < 2:
+        raise Unsupported("on a tensor of rank < 2")
+    dims = [0] + list(range(2, rank))
+    rm, rv, eps, momentum = p["running_mean"], p["running_var"], p["eps"], p["momentum"]
+    if not isinstance(eps, (int, float)):
+        raise Unsupported(f"with eps={eps!r}")
+    for t in (rm, rv):
+        if t is not None:
+            _check_dtype(None, t)
+    if not p["training"]:
+        if rm is None or rv is None:
+            raise Unsupported("in eval mode without running statistics")
+        spec = Spec("sum", source, dims, skip_accumulate=True)
+        spec.operands["running_mean"] = (rm, "channel")
+        spec.operands["running_var"] = (rv, "channel")
+        spec.stats = [("st_mean", "(kf_acc){running_mean}"),
+                      ("st_rstd", f"(kf_acc)1 / kfr_sqrt((kf_acc){{running_var}} + {_acc(eps)})")]
+        affine = _weights(spec, p, "channel")
+        spec.full = f"(float)({affine.replace('y', '(((kf_acc)x - rv.st_mean) * rv.st_rstd)', 1)})"
+        return spec
+    spec = _normalize(Spec("welford", source, dims), p, "channel", eps)
+    if (rm is None) != (rv is None):
+        raise Unsupported("with only one of running_mean and running_var")
+    if rm is not None:
+        if not isinstance(momentum, (int, float)):
+            raise Unsupported("with momentum=None (cumulative moving average)")
+        spec.operands["running_mean"] = (rm, "channel")
+        spec.operands["running_var"] = (rv, "channel")
+        m = _acc(momentum)
+        # PyTorch: running = momentum * batch statistic + (1 - momentum) * running; the variance unbiased.
+        spec.row_write = [
+            f"{{running_mean@}} = (float)({m} * s.mean + ((kf_acc)1 - {m}) * (kf_acc){{running_mean@}});",
+            f"{{running_var@}} = (float)({m} * (s.m2 / (s.n - (kf_acc)1)) + ((kf_acc)1 - {m}) * "
+            f"(kf_acc){{running_var@}});",
+        ]
+    return spec
+
+
+_PARSERS = {
+    "aten.sum.dim_IntList": _plain("sum", "(float)s.s"),
+    "aten.sum.default": _plain("sum", "(float)s.s", all_dims=True),
+    "aten.mean.dim": _mean(),
+    "aten.mean.default": _mean(all_dims=True),
+    "aten.prod.dim_int": _plain("prod", "(float)s.p"),
+    "aten.prod.default": _plain("prod", "(float)s.p", all_dims=True),
+    "aten.amax.default": _plain("max", "s.m"),
+    "aten.amin.default": _plain("min", "s.m"),
+    "aten.max.default": _plain("max", "s.m", all_dims=True),
+    "aten.min.default": _plain("min", "s.m", all_dims=True),
+    "aten.max.dim": _ext_dim("argmax"),
+    "aten.min.dim": _ext_dim("argmin"),
+    "aten.argmax.default": _argext("argmax"),
+    "aten.argmin.default": _argext("argmin"),
+    "aten.var.dim": _var(False),
+    "aten.var.correction": _var(False),
+    "aten.std.dim": _var(True),
+    "aten.std.correction": _var(True),
+    "aten.softmax.int": _softmax(False),
+    "aten._softmax.default": _softmax(False),
+    "aten.log_softmax.int": _softmax(True),
+    "aten._log_softmax.default": _softmax(True),
+    "aten.logsumexp.default": _logsumexp,
+    "aten.linalg_vector_norm.default": _vector_norm,
+    "aten.layer_norm.default": _layer_norm,
+    "aten.rms_norm.default": _rms_norm,
+    "aten.group_norm.default": _group_norm,
+    "aten.instance_norm.default": _instance_norm,
+    "aten.batch_norm.default": _batch_norm,
+}
+
+EXPANDS = {"aten.expand.default", "aten.expand_as.default"}
+
+
+def unfused_reason(node: torch.fx.Node) -> str | None:
+    """Why a reduction stayed an ATen call (None when the node is not a reduction kfuse knows)."""
+    if str(node.target) not in _PARSERS:
+        return None
+    try:
+        spec_for(node)
+    except Unsupported as err:
+        return f"reduction {err}: kept as an ATen call"
+    except Exception as err:  # noqa: BLE001 - a surprising argument form is a reason, not a crash
+        return f"reduction with unexpected arguments ({type(err).__name__}: {err}): kept as an ATen call"
+    return "reduction: kept as an ATen call"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Planning
+
+
+@dataclass
+class ReduceKernel:
+    name: str
+    spec: Spec
+    core: torch.fx.Node
+    items: dict[int, torch.fx.Node]                  # getitem nodes of a (values, indices) result
+    prologue: list[torch.fx.Node]                    # pointwise ops computing the source, source's shape
+    row_nodes: list[torch.fx.Node]                   # pointwise ops over the reduced shape
+    full_nodes: list[torch.fx.Node]                  # pointwise ops (and expands) over the source's shape
+    operands: list[tuple[str, str]] = field(default_factory=list)   # (value name, kind: full / row / channel)
+    row_outputs: list[torch.fx.Node] = field(default_factory=list)
+    index_outputs: list[torch.fx.Node] = field(default_factory=list)
+    full_outputs: list[torch.fx.Node] = field(default_factory=list)
+
+    @property
+    def value_node(self) -> torch.fx.Node | None:
+        """The node carrying the reduction's row value (None for normalise ops and pure arg-reductions)."""
+        if self.spec.full is not None or self.spec.row is None:
+            return None
+        return self.items.get(0) if self.items else self.core
+
+    @property
+    def index_node(self) -> torch.fx.Node | None:
+        if self.spec.index is None:
+            return None
+        return self.items.get(1) if self.items else self.core
+
+    @property
+    def nodes(self) -> list[torch.fx.Node]:
+        members = self.prologue + [self.core] + self.row_nodes + self.full_nodes
+        return sorted(members, key=_position)
+
+    @property
+    def ops(self) -> list[str]:
+        return [str(n.target) for n in self.nodes]
+
+    @property
+    def outputs(self) -> list[torch.fx.Node]:
+        return self.row_outputs + self.index_outputs + self.full_outputs
+
+
+def _position(node: torch.fx.Node) -> int:
+    return _ORDER.get(node, 1 << 60)
+
+
+_ORDER: dict[torch.fx.Node, int] = {}
+
+
+def fuse_reductions(steps: list, nodes: list[torch.fx.Node], epochs: dict) -> list:
+    """Replace reduction library calls (with the pointwise kernels around them) by ReduceKernel steps."""
+    _ORDER.clear()
+    _ORDER.update({n: i for i, n in enumerate(nodes)})
+    kernel_of = {n: s for s in steps if isinstance(s, FusedKernel) for n in s.nodes}
+    expands = {s.node: s for s in steps if isinstance(s, LibraryCall) and str(s.node.target) in EXPANDS}
+    used: set[int] = set()
+    made: list[tuple[ReduceKernel, list]] = []
+    for step in steps:
+        if not isinstance(step, LibraryCall) or str(step.node.target) not in _PARSERS:
+            continue
+        try:
+            spec = spec_for(step.node)
+        except Exception:  # noqa: BLE001 - stays an ATen call; codegen lists the reason
+            continue
+        found = _grow(step.node, spec, kernel_of, expands, epochs, used)
+        if found is None:
+            continue
+        kernel, pieces = found
+        items = set(kernel.items.values())
+        absorbed = [step] + pieces + [s for s in steps if isinstance(s, TupleItem) and s.node in items]
+        used |= {id(s) for s in absorbed}
+        made.append((kernel, absorbed))
+
+    replace: dict[int, ReduceKernel] = {}
+    drop: set[int] = set()
+    for kernel, absorbed in made:
+        last = max(absorbed, key=lambda s: _position(_step_node(s)))
+        replace[id(last)] = kernel
+        drop |= {id(s) for s in absorbed}
+    out = []
+    for step in steps:
+        if id(step) in replace:
+            out.append(replace[id(step)])
+        elif id(step) not in drop:
+            out.append(step)
+    return out
+
+
+def _step_node(step) -> torch.fx.Node:
+    return step.result if isinstance(step, FusedKernel) else step.node
+
+
+def _shape(node) -> tuple:
+    meta = tensor_meta(node)
+    return tuple(meta.shape) if meta is not None else None
+
+
+def _row_broadcast_ok(row_shape: tuple, full_shape: tuple, dims: list[int]) -> bool:
+    """Does a value of `row_shape` broadcast against the source's shape as one value per row?"""
+    if len(row_shape) > len(full_shape):
+        return False
+    padded = (1,) * (len(full_shape) - len(row_shape)) + tuple(row_shape)
+    for d, (r, f) in enumerate(zip(padded, full_shape)):
+        want = 1 if d in dims else f
+        if r != want and f != 1:
+            return False
+    return True
+
+
+def _grow(core, spec: Spec, kernel_of: dict, expands: dict, epochs: dict, used: set):
+    """The largest valid kernel around the reduction `core`: (ReduceKernel, absorbed steps) or None."""
+    full_shape = _shape(spec.source)
+    items = {}
+    if spec.index is not None and spec.row is not None and core.target is not operator.getitem:
+        items = {int(u.args[1]): u for u in core.users}
+    epoch = epochs.get(core)
+
+    kernel = ReduceKernel("", spec, core, items, [], [], [])
+    value = kernel.value_node
+    row_shape = _shape(value) if value is not None else None
+
+    # Pieces, in the order they may be added: each is (level, FusedKernel or expand step).
+    def grow(with_prologue: bool):
+        pieces = []
+        members: dict[torch.fx.Node, str] = {core: "core"}
+        for n in items.values():
+            members[n] = "core"
+        if value is not None:
+            members[value] = "row"
+        if spec.full is not None:
+            members[core] = "full"
+        if with_prologue:
+            k = kernel_of.get(spec.source)
+            if (k is None or id(k) in used or k.result is not spec.source or _shape(k.result) != full_shape
+                    or any(epochs.get(n) != epoch for n in k.nodes)):
+                return None
+            pieces.append(("pro", k))
+            for n in k.nodes:
+                members[n] = "pro"
+        changed = True
+        while changed:
+            changed = False
+            for m, level in list(members.items()):
+                if level not in ("row", "full", "pro", "expand"):
+                    continue
+                for u in m.users:
+                    if u in members:
+                        continue
+                    k = kernel_of.get(u)
+                    if k is not None and level != "pro" and _feeds_only_reductions(k):
+                        continue  # the next reduction takes it as its prologue: no extra full-size write
+                    if k is not None and id(k) not in used and all(n not in members for n in k.nodes):
+                        lvl = _piece_level(k, members, row_shape, full_shape, spec.dims, epoch, epochs)
+                        if lvl is None:
+                            continue
+                        pieces.append((lvl, k))
+                        for n in k.nodes:
+                            members[n] = lvl
+                        changed = True
+                    elif u in expands and level == "row" and epochs.get(u) == epoch:
+                        if _shape(u) == full_shape and _row_broadcast_ok(_shape(m), full_shape, spec.dims):
+                            pieces.append(("expand", expands[u]))
+                            members[u] = "expand"
+                            changed = True
+        return pieces
+
+    best = None
+    for with_prologue in (True, False):
+        pieces = grow(with_prologue)
+        if pieces is None:
+            continue
+        for n in range(len(pieces), -1, -1):
+            candidate = _build(kernel, pieces[:n], full_shape, row_shape)
+            if candidate is not None:
+                if best is None or len(candidate[1]) > len(best[1]):
+                    best = candidate
+                break
+    return best
+
+
+def _feeds_only_reductions(k: FusedKernel) -> bool:
+    users = list(k.result.users)
+    if not users:
+        return False
+    for u in users:
+        try:
+            if str(u.target) not in _PARSERS or spec_for(u).source is not k.result:
+                return False
+        except Exception:  # noqa: BLE001 - not a reduction kfuse fuses
+            return False
+    return True
+
+
+def _piece_level(k: FusedKernel, members: dict, row_shape, full_shape, dims, epoch, epochs) -> str | None:
+    if any(epochs.get(n) != epoch for n in k.nodes):
+        return None
+    shape = _shape(k.result)
+    args = [a for n in k.nodes for a in _node_args(n) if isinstance(a, torch.fx.Node) and a in members]
+    if row_shape is not None and shape == row_shape and all(members[a] == "row" for a in args):
+        return "row"
+    if shape == full_shape:
+        for a in args:
+            lvl = members[a]
+            if lvl == "row":
+                if not _row_broadcast_ok(_shape(a), full_shape, dims):
+                    return None
+            elif lvl not in ("full", "pro", "expand"):
+                return None
+        return "full"
+    return None
+
+
+def _node_args(node) -> list:
+    flat = []
+    for a in list(node.args) + list(node.kwargs.values()):
+        flat.extend(a if isinstance(a, (list, tuple)) else [a])
+    return flat
+
+
+def _build(template: ReduceKernel, pieces: list, full_shape, row_shape):
+    """The kernel made of the core and `pieces`, or None when some value needed outside cannot be written or
+    would be needed before the kernel runs."""
+    k = ReduceKernel("", template.spec, template.core, dict(template.items), [], [], [])
+    level: dict[torch.fx.Node, str] = {template.core: "core"}
+    for n in template.items.values():
+        level[n] = "core"
+    value, index = k.value_node, k.index_node
+    if value is not None:
+        level[value] = "row"
+    if index is not None:
+        level[index] = "index"
+    if k.spec.full is not None:
+        level[template.core] = "full"
+    for lvl, piece in pieces:
+        for n in (piece.nodes if isinstance(piece, FusedKernel) else [piece.node]):
+            level[n] = lvl
+            {"pro": k.prologue, "row": k.row_nodes, "full": k.full_nodes, "expand": k.full_nodes}[lvl].append(n)
+    last = max(_position(n) for n in level)
+    for n, lvl in level.items():
+        outside = [u for u in n.users if u not in level]
+        if not outside:
+            continue
+        if any(u.op != "output" and _position(u) <= last for u in outside):
+            return None
+        if lvl == "row":
+            k.row_outputs.append(n)
+        elif lvl == "index":
+            k.index_outputs.append(n)
+        elif lvl == "full" and n not in k.prologue:
+            k.full_outputs.append(n)
+        else:
+            return None  # a prologue value, an expand or a whole tuple needed outside
+    if not k.outputs:
+        return None
+    if any(n.target is operator.getitem and lvl == "core" for n, lvl in level.items()) and not k.spec.row:
+        return None
+    for lst in (k.prologue, k.row_nodes, k.full_nodes, k.row_outputs, k.index_outputs, k.full_outputs):
+        lst.sort(key=_position)
+    if not _collect_operands(k, level):
+        return None
+    return k, [p for _, p in pieces]
+
+
+def _collect_operands(k: ReduceKernel, level: dict):
+    ops_: list[tuple[str, str]] = []
+
+    def add(name, kind):
+        if (name, kind) not in ops_:
+            ops_.append((name, kind))
+
+    if not k.prologue:
+        add(k.spec.source.name, "full")
+    for n in k.prologue + k.full_nodes + k.row_nodes:
+        if str(n.target) in EXPANDS:
+            continue
+        kind = "row" if level[n] == "row" else "full"
+        for a in _node_args(n):
+            if isinstance(a, torch.fx.Node) and a not in level:
+                add(a.name, kind)
+    for role, (node, kind) in k.spec.operands.items():
+        add(node.name, kind)
+    k.operands = ops_
+    return any(kind == "full" for _, kind in ops_)
+
+
+def kernel_name(kernel: ReduceKernel) -> str:
+    parts: list[str] = []
+    for node in kernel.nodes:
+        part = str(node.target).split(".")[1]
+        if not parts or parts[-1] != part:
+            parts.append(part)
+    name = "fused_" + "_".join(p.lstrip("_") for p in parts)
+    return name if len(name) <= 60 else name[:60].rstrip("_")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Printing: one set of phase functions (host + device), then CUDA kernels or a CPU loop, and the host wrapper
+
+
+@dataclass
+class ReduceSources:
+    helpers: str      # REDUCE_PRELUDE plus the per-kernel phase functions (needs the ops prelude before it)
+    decls: str        # geometry and argument structs (host and device)
+    device: str       # CUDA kernels and launchers, or CPU loops
+    host: str         # ATen-side wrappers
+    expressions: str  # the pointwise expressions used, for ops' prelude selection
+
+
+def _reducer(spec: Spec) -> Reducer:
+    if spec.reducer.startswith("powsum:"):
+        base = REDUCERS["powsum"]
+        return Reducer(base.fields, base.update.replace("P", spec.reducer.split(":")[1]), base.merge)
+    return REDUCERS[spec.reducer]
+
+
+def _render(node: torch.fx.Node, names: dict[str, str]) -> str:
+    if str(node.target) in EXPANDS:
+        return names[node.args[0].name]
+    op = ops.lookup(node.target)
+
+    def value(a):
+        if isinstance(a, torch.fx.Node):
+            return names[a.name]
+        if isinstance(a, (list, tuple)):
+            return type(a)(value(x) for x in a)
+        return a
+
+    return op.render([value(a) for a in node.args], {k: value(v) for k, v in node.kwargs.items()})
+
+
+class _Printer:
+    def __init__(self, k: ReduceKernel):
+        self.k = k
+        self.n = k.name
+        self.spec = k.spec
+        self.slot = {op: i for i, op in enumerate(k.operands)}
+        self.nop = len(k.operands)
+        self.nviews = self.nop + len(k.full_outputs)
+        self.red = _reducer(k.spec)
+
+    def operand(self, name: str, kind: str | None = None) -> int:
+        for (n, kd), i in self.slot.items():
+            if n == name and (kind is None or kd == kind):
+                return i
+        raise KeyError(name)
+
+    def full_operand(self, name: str) -> int:
+        for kind in ("full", "channel"):
+            if (name, kind) in self.slot:
+                return self.slot[(name, kind)]
+        raise KeyError(name)
+
+    # -- element phases ----------------------------------------------------------------------------------
+    def _elem_offsets(self, used: list[int]) -> str:
+        decl = "".join(f"    index_t e{k} = 0;\n" for k in used)
+        fast = "".join(f" e{k} = r * (index_t)A.v[{k}].rs[0];" for k in used)
+        slow = "".join(f" e{k} += c * (index_t)A.v[{k}].rs[d];" for k in used)
+        return (f"{decl}    if (g.rnd == 1) {{{fast} }} else {{\n"
+                f"        index_t rest = r;\n"
+                f"        for (int d = g.rnd - 1; d >= 0; --d) {{\n"
+                f"            const index_t c = rest % (index_t)g.rsz[d];\n"
+                f"            rest /= (index_t)g.rsz[d];{slow}\n"
+                f"        }}\n    }}\n")
+
+    def _source_lines(self, names: dict[str, str]) -> tuple[list[str], list[int]]:
+        """Loads and prologue SSA for one element; returns the lines and the views they read."""
+        k, lines, used = self.k, [], []
+        needed = [self.full_operand(a.name) for n in k.prologue for a in _node_args(n)
+                  if isinstance(a, torch.fx.Node) and a not in k.prologue]
+        if not k.prologue:
+            needed.append(self.full_operand(self.spec.source.name))
+        for i in needed:
+            if i not in used:
+                used.append(i)
+        for i in used:
+            names[k.operands[i][0]] = f"a{i}"
+        for node in k.prologue:
+            lines.append(f"    const float v_{node.name} = {_render(node, names)};  // {node.target}")
+            names[node.name] = f"v_{node.name}"
+        return lines, used
+
+    def _loads(self, used: list[int], row_only=False) -> str:
+        if row_only:
+            return "".join(f"    const float a{i} = A.v[{i}].data[ob[{i}]];\n" for i in used)
+        return "".join(f"    const float a{i} = A.v[{i}].data[ob[{i}] + e{i}];\n" for i in used)
+
+    def accumulate(self) -> str:
+        names: dict[str, str] = {}
+        lines, used = self._source_lines(names)
+        self.acc_views = used
+        source = names[self.spec.source.name]
+        params = "".join(f", float a{i}" for i in used)
+        args = "".join(f", a{i}" for i in used)
+        body = "\n".join(lines)
+        return (f"KF_INLINE void {self.n}_acc_body({self.n}_state& s, int64_t r{params}) {{\n"
+                f"    (void)r;\n{body}\n    const float v = {source};\n    {self.red.update}\n}}\n\n"
+                f"template <typename index_t>\n"
+                f"KF_INLINE void {self.n}_accumulate(const {self.n}_args& A, const kf::RGeom& g, const index_t* ob, "
+                f"index_t r, {self.n}_state& s) {{\n"
+                f"{self._elem_offsets(used)}{self._loads(used)}"
+                f"    {self.n}_acc_body(s, (int64_t)r{args});\n}}\n")
+
+    def full(self) -> str:
+        k, spec = self.k, self.spec
+        names: dict[str, str] = {}
+        if k.value_node is not None:
+            names[k.value_node.name] = f"rv.v_{k.value_node.name}"
+        for n in k.row_nodes:
+            names[n.name] = f"rv.v_{n.name}"
+        lines, used = self._source_lines(names)
+        extra: list[int] = []
+        if spec.full is not None:
+            expr = spec.full
+            for role, (node, kind) in spec.operands.items():
+                if "{" + role + "}" not in expr:
+                    continue
+                i = self.slot[(node.name, kind)]
+                extra.append(i)
+                expr = expr.replace("{" + role + "}", f"a{i}")
+            lines.append(f"    const float x = {names[spec.source.name]};")
+            lines.append(f"    const float v_{k.core.name} = {expr};  // {k.core.target}")
+            names[k.core.name] = f"v_{k.core.name}"
+        for n in k.full_nodes:
+            for a in _node_args(n):
+                if isinstance(a, torch.fx.Node) and a.name not in names:
+                    i = self.full_operand(a.name)
+                    extra.append(i)
+                    names[a.name] = f"a{i}"
+            lines.append(f"    const float v_{n.name} = {_render(n, names)};  // {n.target}")
+            names[n.name] = f"v_{n.name}"
+        views = list(dict.fromkeys(used + [i for i in extra if i not in used]))
+        self.full_views = views
+        outs = list(range(self.nop, self.nviews))
+        params = "".join(f", float a{i}" for i in views)
+        args = "".join(f", a{i}" for i in views)
+        results = "".join(f"    y[{j}] = {names[n.name]};\n" for j, n in enumerate(k.full_outputs))
+        writes = "".join(f"    A.v[{self.nop + j}].data[ob[{self.nop + j}] + e{self.nop + j}] = y[{j}];\n"
+                         for j in range(len(k.full_outputs)))
+        return (f"KF_INLINE void {self.n}_full_body(const {self.n}_row& rv, float* y{params}) {{\n"
+                f"    (void)rv;\n" + "\n".join(lines) + "\n" + results + "}\n\n"
+                f"template <typename index_t>\n"
+                f"KF_INLINE void {self.n}_full(const {self.n}_args& A, const kf::RGeom& g, const index_t* ob, "
+                f"index_t r, const {self.n}_row& rv) {{\n"
+                f"{self._elem_offsets(views + outs)}{self._loads(views)}"
+                f"    float y[{len(k.full_outputs)}];\n    {self.n}_full_body(rv, y{args});\n{writes}}}\n")
+
+    def vec4(self) -> str:
+        """CUDA: 4 neighbouring elements along the innermost reduced dim at once (float4 loads and stores), for
+        rows whose views are contiguous (or constant) there and aligned; with several reduced dims the inner
+        size must be a multiple of 4, so no group of 4 crosses a run."""
+        n, k = self.n, self.k
+        views = list(dict.fromkeys(self.acc_views + (self.full_views if k.full_outputs else [])))
+        views += list(range(self.nop, self.nviews))
+        checks = "".join(f"    kfr_vec_head(A.v[{i}], g, ob[{i}] + r0, head);\n" for i in views)
+        out = [f"""
+// elements [r0, r0 + head) one at a time, then float4 groups; -1: this row has no float4 path
+template <typename index_t>
+__device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& g, const index_t* ob, index_t r0) {{
+    if (g.rnd < 1 || (g.rnd > 1 && g.rsz[g.rnd - 1] % 4 != 0)) return -1;
+    int head = -2;
+{checks}    return head == -2 ? 0 : head;
+}}
+"""]
+        loads = "".join(f"    const float4 q{i} = kfr_load4(A.v[{i}], g, ob[{i}] + e{i});\n" for i in self.acc_views)
+        calls = "".join(f"    {n}_acc_body(s, (int64_t)r + {j}{''.join(f', q{i}.{c}' for i in self.acc_views)});\n"
+                        for j, c in enumerate("xyzw"))
+        out.append(f"template <typename index_t>\n__device__ __forceinline__ void {n}_accumulate4(const {n}_args& A, "
+                   f"const kf::RGeom& g, const index_t* ob, index_t r, {n}_state& s) {{\n"
+                   f"{self._elem_offsets(self.acc_views)}{loads}{calls}}}\n")
+        if k.full_outputs:
+            nf = len(k.full_outputs)
+            outs = list(range(self.nop, self.nviews))
+            loads = "".join(f"    const float4 q{i} = kfr_load4(A.v[{i}], g, ob[{i}] + e{i});\n"
+                            for i in self.full_views)
+            calls = "".join(f"    {n}_full_body(rv, y{c}{''.join(f', q{i}.{c}' for i in self.full_views)});\n"
+                            for c in "xyzw")
+            stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{self.nop + j}].data + ob[{self.nop + j}] + "
+                             f"e{self.nop + j}) = make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n"
+                             for j in range(nf))
+            out.append(f"template <typename index_t>\n__device__ __forceinline__ void {n}_full4(const {n}_args& A, "
+                       f"const kf::RGeom& g, const index_t* ob, index_t r, const {n}_row& rv) {{\n"
+                       f"{self._elem_offsets(self.full_views + outs)}"
+                       f"    float yx[{nf}], yy[{nf}], yz[{nf}], yw[{nf}];\n{loads}{calls}{stores}}}\n")
+        return "".join(out)
+
+    # -- row phase ---------------------------------------------------------------------------------------
+    def row_struct(self) -> str:
+        k = self.k
+        fields = [f"    kf_acc {name};\n" for name, _ in self.spec.stats]
+        if k.value_node is not None:
+            fields.append(f"    float v_{k.value_node.name};\n")
+        fields += [f"    float v_{n.name};\n" for n in k.row_nodes]
+        if k.index_node is not None:
+            fields.append(f"    int64_t i_{k.index_node.name};\n")
+        if not fields:
+            fields.append("    int unused;\n")
+        return f"struct {self.n}_row {{\n{''.join(fields)}}};\n"
+
+    def _channel_refs(self, expr: str, at: str) -> str:
+        for role, (node, kind) in self.spec.operands.items():
+            i = self.slot[(node.name, kind)]
+            expr = expr.replace("{" + role + "@}", f"A.v[{i}].data[ob[{i}]{at}]")
+            expr = expr.replace("{" + role + "}", f"A.v[{i}].data[ob[{i}]{at}]")
+        return expr
+
+    def finish(self) -> str:
+        k, spec = self.k, self.spec
+        lines = [f"    rv.{name} = {self._channel_refs(expr, '')};" for name, expr in spec.stats]
+        names: dict[str, str] = {}
+        if k.value_node is not None:
+            lines.append(f"    rv.v_{k.value_node.name} = {spec.row};")
+            names[k.value_node.name] = f"rv.v_{k.value_node.name}"
+        if k.index_node is not None:
+            lines.append(f"    rv.i_{k.index_node.name} = {spec.index};")
+        for n in k.row_nodes:
+            for a in _node_args(n):
+                if isinstance(a, torch.fx.Node) and a.name not in names:
+                    i = self.slot[(a.name, "row")]
+                    lines.append(f"    const float a{i} = A.v[{i}].data[ob[{i}]];")
+                    names[a.name] = f"a{i}"
+            lines.append(f"    rv.v_{n.name} = {_render(n, names)};  // {n.target}")
+            names[n.name] = f"rv.v_{n.name}"
+        return (f"template <typename index_t>\n"
+                f"KF_INLINE {self.n}_row {self.n}_finish(const {self.n}_args& A, const {self.n}_state& s, kf_acc n, "
+                f"const index_t* ob) {{\n    {self.n}_row rv;\n    (void)n; (void)ob; (void)A;\n"
+                + "\n".join(lines) + "\n    return rv;\n}\n")
+
+    def write_row(self) -> str:
+        k = self.k
+        lines = [f"    A.rowout[{j}][o] = rv.v_{n.name};" for j, n in enumerate(k.row_outputs)]
+        lines += [f"    A.idxout[{j}][o] = rv.i_{n.name};" for j, n in enumerate(k.index_outputs)]
+        lines += [f"    {self._channel_refs(line, '')}" for line in self.spec.row_write]
+        return (f"template <typename index_t>\n"
+                f"KF_INLINE void {self.n}_write_row(const {self.n}_args& A, const {self.n}_state& s, "
+                f"const {self.n}_row& rv, index_t o, const index_t* ob) {{\n"
+                f"    (void)A; (void)s; (void)rv; (void)o; (void)ob;\n" + "\n".join(lines) + "\n}\n")
+
+    def row_offsets(self) -> str:
+        nv = self.nviews
+        return (f"template <typename index_t>\n"
+                f"KF_INLINE void {self.n}_row_offsets(const {self.n}_args& A, const kf::RGeom& g, index_t o, "
+                f"index_t* ob) {{\n"
+                f"    for (int k = 0; k < {nv}; ++k) ob[k] = 0;\n"
+                f"    for (int d = g.ond - 1; d >= 0; --d) {{\n"
+                f"        const index_t c = o % (index_t)g.osz[d];\n"
+                f"        o /= (index_t)g.osz[d];\n"
+                f"        for (int k = 0; k < {nv}; ++k) ob[k] += c * (index_t)A.v[k].os[d];\n"
+                f"    }}\n}}\n")
+
+    def state(self) -> str:
+        fields = "".join(f"    {t} {name};\n" for t, name, _ in self.red.fields)
+        init = "".join(f" s.{name} = {value};" for _, name, value in self.red.fields)
+        return (f"struct {self.n}_state {{\n{fields}}};\n"
+                f"KF_INLINE {self.n}_state {self.n}_init() {{ {self.n}_state s;{init} return s; }}\n"
+                f"KF_INLINE void {self.n}_merge({self.n}_state& a, const {self.n}_state& b) {{ {self.red.merge} }}\n")
+
+    def helpers(self) -> str:
+        parts = [self.state(), self.row_struct(), self.row_offsets(), self.accumulate(), self.finish(),
+                 self.write_row()]
+        if self.k.full_outputs:
+            parts.append(self.full())
+        return f"// ---- {self.n}: {' -> '.join(self.k.ops)}\n" + "\n".join(parts)
+
+    def decls(self) -> str:
+        nr, ni = len(self.k.row_outputs), len(self.k.index_outputs)
+        return (f"struct {self.n}_args {{\n    kf::RView v[{self.nviews}];\n"
+                f"    float* rowout[{max(nr, 1)}];\n    int64_t* idxout[{max(ni, 1)}];\n}};\n")
+
+    # -- loops -------------------------------------------------------------------------------------------
+    def cpu(self) -> str:
+        n, nv = self.n, self.nviews
+        full = (f"                for (int64_t r = 0; r < g.rlen; ++r) {n}_full<int64_t>(A, g, ob, r, rv);\n"
+                if self.k.full_outputs else "")
+        accumulate = ("" if self.spec.skip_accumulate else
+                      f"                for (int64_t r = 0; r < g.rlen; ++r) {n}_accumulate<int64_t>(A, g, ob, r, s);\n")
+        return f"""
+void {n}_run(const {n}_args& A, const kf::RGeom& g) {{
+    const int64_t grain = std::max<int64_t>(1, (int64_t)32768 / std::max<int64_t>(1, g.rlen));
+    at::parallel_for(0, g.rows, grain, [&](int64_t begin, int64_t end) {{
+        int64_t ob[{nv}];
+        for (int64_t o = begin; o < end; ++o) {{
+            {n}_row_offsets<int64_t>(A, g, o, ob);
+            {n}_state s = {n}_init();
+{accumulate}            const {n}_row rv = {n}_finish<int64_t>(A, s, (kf_acc)g.rlen, ob);
+            {n}_write_row<int64_t>(A, s, rv, o, ob);
+{full}        }}
+    }});
+}}
+"""
+
+    def shuffles(self) -> str:
+        n = self.n
+        down = "".join(f" t.{name} = __shfl_down_sync(0xffffffffu, s.{name}, off);" for _, name, _ in self.red.fields)
+        bcast = "".join(f" t.{name} = __shfl_sync(0xffffffffu, s.{name}, 0);" for _, name, _ in self.red.fields)
+        return f"""
+__device__ __forceinline__ {n}_state {n}_shfl_down(const {n}_state& s, int off) {{ {n}_state t;{down} return t; }}
+__device__ __forceinline__ {n}_state {n}_shfl_first(const {n}_state& s) {{ {n}_state t;{bcast} return t; }}
+// Merge over the `group` threads of a row (a warp, or the whole block): every thread gets the same state.
+__device__ __forceinline__ {n}_state {n}_group_reduce({n}_state s, int group, {n}_state* red) {{
+    for (int off = 16; off > 0; off >>= 1) {n}_merge(s, {n}_shfl_down(s, off));
+    if (group <= 32) return {n}_shfl_first(s);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) red[warp] = s;
+    __syncthreads();
+    if (warp == 0) {{
+        s = lane < group / 32 ? red[lane] : {n}_init();
+        for (int off = 16; off > 0; off >>= 1) {n}_merge(s, {n}_shfl_down(s, off));
+        if (lane == 0) red[0] = s;
+    }}
+    __syncthreads();
+    s = red[0];
+    __syncthreads();
+    return s;
+}}
+"""
+
+    def cuda(self, column_view: int) -> str:
+        n, nv = self.n, self.nviews
+        has_full = bool(self.k.full_outputs)
+        acc_rows = ("" if self.spec.skip_accumulate else
+                    f"        if (stage != 2) {{\n"
+                    f"            for (index_t r = r0 + lane; r < v0; r += group) {n}_accumulate<index_t>(A, g, ob, r, s);\n"
+                    f"            for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group) "
+                    f"{n}_accumulate4<index_t>(A, g, ob, r, s);\n"
+                    f"            for (index_t r = tail + lane; r < r1; r += group) "
+                    f"{n}_accumulate<index_t>(A, g, ob, r, s);\n"
+                    f"        }}\n")
+        acc_cols = ("" if self.spec.skip_accumulate else
+                    f"            if (stage != 2) {{\n#pragma unroll 4\n            for (index_t r = r0 + ty; r < r1; r += 8) "
+                    f"{n}_accumulate<index_t>(A, g, ob, r, s); }}\n")
+        full_rows = (f"        for (index_t r = r0 + lane; r < v0; r += group) {n}_full<index_t>(A, g, ob, r, rv);\n"
+                     f"        for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group) {n}_full4<index_t>(A, g, ob, r, rv);\n"
+                     f"        for (index_t r = tail + lane; r < r1; r += group) {n}_full<index_t>(A, g, ob, r, rv);\n"
+                     if has_full else "")
+        full_cols = (f"#pragma unroll 4\n            for (index_t r = r0 + ty; r < r1; r += 8) {n}_full<index_t>(A, g, ob, r, rv);\n"
+                     if has_full else "")
+        return self.vec4() + self.shuffles() + f"""
+// A group of threads per row (stage 0: everything; 1: partial states of one slice into ws; 2: merge the row's
+// partial states, then write the slice).
+template <typename index_t>
+__global__ void {n}_rows({n}_args A, kf::RGeom g, int group, int splits, int stage, {n}_state* ws) {{
+    __shared__ {n}_state red[32];
+    const int lane = threadIdx.x % group, per_block = blockDim.x / group;
+    const index_t chunk = (index_t)((((g.rlen + splits - 1) / splits) + 3) / 4 * 4);
+    const int64_t units = g.rows * splits;
+    for (int64_t u = (int64_t)blockIdx.x * per_block + threadIdx.x / group; u < units;
+         u += (int64_t)gridDim.x * per_block) {{
+        const index_t o = (index_t)(u / splits);
+        const int split = (int)(u % splits);
+        const index_t r0 = (index_t)split * chunk;
+        const int64_t end = (int64_t)r0 + chunk;
+        const index_t r1 = (index_t)(end < g.rlen ? end : g.rlen);
+        index_t ob[{nv}];
+        {n}_row_offsets<index_t>(A, g, o, ob);
+        const int head = {n}_vec_head<index_t>(A, g, ob, r0);
+        const index_t v0 = head < 0 ? r0 : (r0 + head < r1 ? r0 + head : r1);
+        const index_t tail = head < 0 ? r0 : v0 + ((r1 - v0) / 4) * 4;
+        {n}_state s = {n}_init();
+{acc_rows}        if (stage == 2) {{ for (int j = lane; j < splits; j += group) {n}_merge(s, ws[u - split + j]); }}
+        s = {n}_group_reduce(s, group, red);
+        if (stage == 1) {{
+            if (lane == 0) ws[u] = s;
+            continue;
+        }}
+        const {n}_row rv = {n}_finish<index_t>(A, s, (kf_acc)g.rlen, ob);
+        if (split == 0 && lane == 0) {n}_write_row<index_t>(A, s, rv, o, ob);
+{full_rows}    }}
+}}
+
+// 32 neighbouring rows per block (threadIdx.x), the reduced range strided over threadIdx.y: coalesced when the
+// kept dim is the contiguous one.
+template <typename index_t>
+__global__ void {n}_cols({n}_args A, kf::RGeom g, int splits, int stage, {n}_state* ws) {{
+    __shared__ {n}_state red[8][33];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const index_t chunk = (index_t)((((g.rlen + splits - 1) / splits) + 3) / 4 * 4);
+    const int64_t tiles = (g.rows + 31) / 32;
+    for (int64_t u = blockIdx.x; u < tiles * splits; u += gridDim.x) {{
+        const int64_t tile = u / splits;
+        const int split = (int)(u % splits);
+        const int64_t row = tile * 32 + tx;
+        const bool valid = row < g.rows;
+        const index_t o = (index_t)(valid ? row : 0);
+        const index_t r0 = (index_t)split * chunk;
+        const int64_t end = (int64_t)r0 + chunk;
+        const index_t r1 = (index_t)(end < g.rlen ? end : g.rlen);
+        index_t ob[{nv}];
+        {n}_row_offsets<index_t>(A, g, o, ob);
+        {n}_state s = {n}_init();
+        if (valid) {{
+{acc_cols}            if (stage == 2) {{ for (int j = ty; j < splits; j += 8) {n}_merge(s, ws[(int64_t)o * splits + j]); }}
+        }}
+        red[ty][tx] = s;
+        __syncthreads();
+        if (ty == 0) {{
+            for (int j = 1; j < 8; ++j) {n}_merge(s, red[j][tx]);
+            red[0][tx] = s;
+        }}
+        __syncthreads();
+        s = red[0][tx];
+        __syncthreads();
+        if (!valid) continue;
+        if (stage == 1) {{
+            if (ty == 0) ws[(int64_t)o * splits + split] = s;
+            continue;
+        }}
+        const {n}_row rv = {n}_finish<index_t>(A, s, (kf_acc)g.rlen, ob);
+        if (split == 0 && ty == 0) {n}_write_row<index_t>(A, s, rv, o, ob);
+{full_cols}    }}
+}}
+
+static kf::RConfig {n}_config(const {n}_args& A, const kf::RGeom& g, int sms) {{
+    const int v = {column_view};
+    const bool column = g.rnd > 0 && g.ond > 0 && A.v[v].rs[g.rnd - 1] != 1 && A.v[v].os[g.ond - 1] == 1;
+    return kf::reduce_config(g, column, sms);
+}}
+
+int64_t {n}_workspace(const {n}_args& A, const kf::RGeom& g, int sms) {{
+    const kf::RConfig c = {n}_config(A, g, sms);
+    return c.splits > 1 ? g.rows * c.splits * (int64_t)sizeof({n}_state) : 0;
+}}
+
+template <typename index_t>
+static void {n}_launch_t(const {n}_args& A, const kf::RGeom& g, int sms, void* ws, cudaStream_t stream) {{
+    const kf::RConfig c = {n}_config(A, g, sms);
+    {n}_state* states = static_cast<{n}_state*>(ws);
+    if (c.column) {{
+        const dim3 block(32, 8);
+        if (c.splits == 1) {{
+            {n}_cols<index_t><<<c.blocks, block, 0, stream>>>(A, g, 1, 0, states);
+        }} else {{
+            {n}_cols<index_t><<<c.blocks, block, 0, stream>>>(A, g, c.splits, 1, states);
+            {n}_cols<index_t><<<c.blocks, block, 0, stream>>>(A, g, c.splits, 2, states);
+        }}
+    }} else if (c.splits == 1) {{
+        {n}_rows<index_t><<<c.blocks, c.threads, 0, stream>>>(A, g, c.group, 1, 0, states);
+    }} else {{
+        {n}_rows<index_t><<<c.blocks, c.threads, 0, stream>>>(A, g, c.group, c.splits, 1, states);
+        {n}_rows<index_t><<<c.blocks, c.threads, 0, stream>>>(A, g, c.group, c.splits, 2, states);
+    }}
+}}
+
+void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms, void* ws, cudaStream_t stream) {{
+    if (small_index) {n}_launch_t<int32_t>(A, g, sms, ws, stream);
+    else {n}_launch_t<int64_t>(A, g, sms, ws, stream);
+}}
+"""
+
+    # -- host --------------------------------------------------------------------------------------------
+    def host(self, target: str) -> str:
+        k, spec, n = self.k, self.spec, self.n
+        params = ", ".join(f"const at::Tensor& t{i}" for i in range(self.nop))
+        fulls = ", ".join(f"t{i}" for i, (_, kind) in enumerate(k.operands) if kind == "full")
+        rank = _rank(spec.source)
+        if spec.groups is not None:
+            dims_src = list(range(1, rank))     # unused for row shapes (norm layers have no row outputs)
+        else:
+            dims_src = spec.dims
+        dims_text = ", ".join(str(d) for d in dims_src)
+        view_dims = ", ".join(str(d) for d in spec.dims)
+        keep = "true" if spec.keepdim else "false"
+        lines = [f"    const std::vector<int64_t> S = kf::broadcast_shape({{{fulls}}});",
+                 f"    const std::vector<int64_t> dims = {{{dims_text}}};",
+                 f"    const std::vector<int64_t> view_dims = {{{view_dims}}};",
+                 f"    const at::TensorOptions opts = t{self._first_full()}.options().dtype(at::kFloat);"]
+        if spec.groups is not None:
+            lines.append(f"    TORCH_CHECK(S[1] % {spec.groups} == 0, \"group_norm: channels not divisible by groups\");")
+            split = f".unflatten(1, {{{spec.groups}, S[1] / {spec.groups}}})"
+        else:
+            split = ""
+        lines.append("    std::vector<at::Tensor> views;")
+        for i, (_, kind) in enumerate(k.operands):
+            if kind == "full":
+                view = f"t{i}.expand(S)"
+            elif kind == "row":
+                view = f"kf::as_row(t{i}, S, dims, {keep})"
+            else:
+                view = f"kf::as_channel(t{i}, S)"
+            lines.append(f"    views.push_back({view}{split});")
+        outs = []
+        for j, node in enumerate(k.full_outputs):
+            lines.append(f"    at::Tensor f{j} = kf::alloc_like(t{self.column_view()}, S, opts);")
+            lines.append(f"    views.push_back(f{j}{split});")
+            outs.append(f"f{j}")
+        if k.row_outputs or k.index_outputs:
+            lines.append(f"    const std::vector<int64_t> rshape = kf::row_shape(S, dims, {keep});")
+        for j, node in enumerate(k.row_outputs):
+            lines.append(f"    at::Tensor r{j} = at::empty(rshape, opts);")
+        for j, node in enumerate(k.index_outputs):
+            lines.append(f"    at::Tensor i{j} = at::empty(rshape, opts.dtype(at::kLong));")
+        lines += [f"    {n}_args A;", "    kf::RGeom g;", "    kf::reduce_geometry(views, view_dims, g, A.v);"]
+        lines += [f"    A.rowout[{j}] = r{j}.data_ptr<float>();" for j in range(len(k.row_outputs))]
+        lines += [f"    A.idxout[{j}] = i{j}.data_ptr<int64_t>();" for j in range(len(k.index_outputs))]
+        if target == "cuda":
+            lines += [
+                "    if (g.rows > 0) {",
+                "        const int sms = kf::sm_count(views[0].get_device());",
+                f"        const int64_t bytes = {n}_workspace(A, g, sms);",
+                "        at::Tensor ws = at::empty({std::max<int64_t>(bytes, 1)}, opts.dtype(at::kByte));",
+                f"        {n}_launch(A, g, kf::reduce_small_index(views, g), sms, ws.data_ptr(), "
+                "c10::cuda::getCurrentCUDAStream());",
+                "        C10_CUDA_KERNEL_LAUNCH_CHECK();",
+                "    }",
+            ]
+        else:
+            lines.append(f"    if (g.rows > 0) {n}_run(A, g);")
+        returned = [f"r{j}" for j in range(len(k.row_outputs))] + [f"i{j}" for j in range(len(k.index_outputs))] + outs
+        lines.append(f"    return {{{', '.join(returned)}}};")
+        return (f"\n// {n}: {' -> '.join(k.ops)}; outputs: {', '.join(o.name for o in k.outputs)}\n"
+                f"std::vector<at::Tensor> {n}({params}) {{\n" + "\n".join(lines) + "\n}\n")
+
+    def _first_full(self) -> int:
+        return next(i for i, (_, kind) in enumerate(self.k.operands) if kind == "full")
+
+    def column_view(self) -> int:
+        """The view whose layout picks the CUDA mapping: the reduced source (or its first full operand)."""
+        try:
+            return self.full_operand(self.spec.source.name)
+        except KeyError:
+            return self._first_full()
+
+
+def render(kernels: list[ReduceKernel], target: str) -> ReduceSources:
+    helpers, decls, device, host = [], [], [], []
+    for k in kernels:
+        p = _Printer(k)
+        helpers.append(p.helpers())
+        decls.append(p.decls())
+        host.append(p.host(target))
+        if target == "cuda":
+            device.append(p.cuda(p.column_view()))
+            host.insert(0, f"int64_t {k.name}_workspace(const {k.name}_args& A, const kf::RGeom& g, int sms);\n"
+                           f"void {k.name}_launch(const {k.name}_args& A, const kf::RGeom& g, bool small_index, "
+                           f"int sms, void* ws, cudaStream_t stream);\n")
+        else:
+            device.append(p.cpu())
+    if not kernels:
+        return ReduceSources("", "", "", "", "")
+    code = "\n".join(helpers)
+    runtime = REDUCE_DEVICE_RUNTIME if target == "cuda" else ""
+    return ReduceSources(REDUCE_PRELUDE + code, REDUCE_DECLS + "".join(decls), runtime + "".join(device),
+                         REDUCE_HOST + "".join(host), code)
+
+
+def forward_lines(kernel: ReduceKernel, names: dict[str, str]) -> list[str]:
+    """The lines of `forward` that call the kernel and name its outputs."""
+    args = ", ".join(names[name] for name, _ in kernel.operands)
+    lines = [f"    std::vector<at::Tensor> {kernel.name}_out = {kernel.name}({args});"]
+    for j, node in enumerate(kernel.outputs):
+        lines.append(f"    at::Tensor {node.name} = {kernel.name}_out[{j}];")
+        names[node.name] = node.name
+    return lines

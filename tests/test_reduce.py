@@ -1,0 +1,116 @@
+"""Reduction planning without a compiler: which ops join a reduction's kernel, what stays an ATen call and why."""
+
+import torch
+import torch.nn as nn
+
+from kfuse.capture import capture
+from kfuse.codegen import generate
+from kfuse.plan import plan
+from kfuse.reduce import _row_broadcast_ok
+
+
+class Fn(nn.Module):
+    def __init__(self, fn, **modules):
+        super().__init__()
+        self.fn = fn
+        for name, module in modules.items():
+            setattr(self, name, module)
+
+    def forward(self, *args):
+        return self.fn(self, *args)
+
+
+def planned(fn, *shapes, **modules):
+    meta = torch.device("meta")
+    model = Fn(fn, **modules).to(meta)
+    captured = capture(model, [torch.randn(*s, device=meta) for s in shapes])
+    steps = plan(captured.graph)
+    sources = generate(captured, steps, "cpu")
+    kernels = [[op.split(".")[1] for op in k["fuses"]] for k in sources.kernels]
+    return kernels, [u["op"].split(".")[1] for u in sources.unfused], sources
+
+
+def test_scale_softmax_shift_is_one_kernel():
+    kernels, library, _ = planned(lambda m, x: torch.softmax(x * 2.0, dim=-1) + 1.0, (4, 33))
+    assert kernels == [["mul", "softmax", "add"]] and library == []
+
+
+def test_a_prologue_shared_with_another_consumer_is_recomputed_not_stored():
+    # exp(x) feeds the softmax and sigmoid: the softmax kernel computes it in registers and writes both the
+    # softmax and sigmoid(exp(x)); the sum then reads the latter. exp(x) itself is never stored.
+    def fn(m, x):
+        y = torch.exp(x)
+        return torch.softmax(y, dim=1), torch.sigmoid(y).sum()
+    kernels, _, _ = planned(fn, (4, 33))
+    assert kernels == [["exp", "softmax", "sigmoid"], ["sum"]]
+
+
+def test_a_prologue_returned_by_the_model_is_not_absorbed():
+    def fn(m, x):
+        y = torch.exp(x)
+        return torch.softmax(y, dim=1), y
+    kernels, _, _ = planned(fn, (4, 33))
+    assert kernels == [["exp"], ["softmax"]]
+
+
+def test_row_value_needed_before_the_epilogue_keeps_the_epilogue_out():
+    def fn(m, x):
+        s = x.sum(1, keepdim=True)
+        t = torch.cumsum(s, 0)
+        return x / s + t
+    kernels, library, _ = planned(fn, (5, 7))
+    assert kernels == [["sum"], ["div", "add"]] and library == ["cumsum"]
+
+
+def test_row_value_and_normalised_tensor_both_written():
+    def fn(m, x):
+        norm = x.norm(dim=-1, keepdim=True)
+        return x / norm, norm
+    kernels, _, sources = planned(fn, (6, 10))
+    assert kernels == [["linalg_vector_norm", "div"]]
+    assert "std::vector<at::Tensor> fused_linalg_vector_norm_div_out" in sources.cpp
+
+
+def test_unfusable_reductions_stay_aten_calls_with_a_reason():
+    def fn(m, x):
+        return torch.cumsum(x, 1), torch.softmax(x.double(), -1), x.sum(1, dtype=torch.float64)
+    _, library, sources = planned(fn, (3, 4))
+    reasons = {u["op"].split(".")[1]: u["reason"] for u in sources.unfused}
+    assert "softmax" in library and "sum" in library and "cumsum" in library
+    assert "float64" in reasons["softmax"] and "fp32" in reasons["softmax"]
+    assert "dtype=torch.float64" in reasons["sum"]
+
+
+def test_instance_norm_with_running_stats_stays_an_aten_call():
+    _, library, sources = planned(lambda m, x: m.norm(x), (2, 3, 5, 4),
+                                  norm=nn.InstanceNorm2d(3, track_running_stats=True))
+    assert "instance_norm" in library
+    assert any("running statistics" in u["reason"] for u in sources.unfused)
+
+
+def test_keepdim_false_row_value_does_not_broadcast_per_row():
+    # x.sum(1) has shape [5]; x / x.sum(1) broadcasts it along the last dim (per column), so no fusion there
+    kernels, _, _ = planned(lambda m, x: x / x.sum(1), (5, 5))
+    assert kernels == [["sum"], ["div"]]
+
+
+def test_row_broadcast_rule():
+    assert _row_broadcast_ok((5, 1), (5, 7), [1])
+    assert _row_broadcast_ok((), (5, 7), [0, 1])
+    assert _row_broadcast_ok((7,), (5, 7), [0])          # sum over a leading dim, keepdim=False
+    assert not _row_broadcast_ok((5,), (5, 5), [1])
+    assert not _row_broadcast_ok((1, 7), (5, 7), [1])
+
+
+def test_layer_norm_with_pointwise_around_is_one_kernel():
+    kernels, _, _ = planned(lambda m, x: torch.relu(m.ln(x * 0.5)) * 3.0, (3, 4, 17), ln=nn.LayerNorm(17))
+    assert kernels == [["mul", "layer_norm", "relu", "mul"]]
+
+
+def test_a_pointwise_kernel_feeding_another_reduction_becomes_its_prologue():
+    # h = relu(bn(x)) is needed anyway; h * 2 only feeds the softmax, so the softmax computes it from h
+    def fn(m, x):
+        h = torch.relu(m.bn(x))
+        return torch.softmax(h * 2.0, dim=-1), h
+    kernels, library, _ = planned(fn, (8, 12), bn=nn.BatchNorm1d(12))
+    assert kernels == [["batch_norm", "relu"], ["mul", "softmax"]] and library == ["add_"]
