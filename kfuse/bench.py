@@ -529,7 +529,7 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
     if options.trials < 5:
         raise UsageError(f"--trials must be at least 5 (got {options.trials})")
     problems = discover(paths, skip=[options.out, options.candidates])
-    runner = RayRunner(options.ray, options) if options.ray else LocalRunner(worker_slots(options))
+    slots = None if options.ray else worker_slots(options)  # bad --workers, or no GPU: said before any work
     out = options.out
     for sub in ("cache", "verdicts"):
         (out / sub).mkdir(parents=True, exist_ok=True)
@@ -568,8 +568,11 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
             jobs.append((problem, job))
 
     baselines = baselines_for(options)
+    if options.ray and options.workers is not None and options.workers < 1:
+        raise UsageError(f"--workers must be at least 1 (got {options.workers})")
+    runner = (RayRunner(options.ray, options) if options.ray else LocalRunner(slots)) if jobs else None
     where = f"Ray ({options.ray})" if options.ray else (
-        f"{runner.size} worker{'s' if runner.size > 1 else ''}" + (" (one per GPU)" if options.device == "cuda" else ""))
+        f"{len(slots)} worker{'s' if len(slots) > 1 else ''}" + (" (one per GPU)" if options.device == "cuda" else ""))
     console.print(f"[bold]kfuse bench[/]: {len(problems)} problems, {len(jobs)} to run, {cached} from the cache; "
                   f"{options.device} target, {where}; results in {out}", highlight=False)
 
