@@ -401,6 +401,9 @@ class LocalRunner:
         slot = self.slots.get()
         try:
             return run_job_isolated(job, slot)
+        except Exception as err:  # bench's own failure around one job (a full disk...): that job, not the run
+            return {"status": "crashed", "reasons": [f"kfuse bench could not run this job: {first_line(err)}"],
+                    "verdict": None, "optimized": None, "candidate_code": None, "infra": True}
         finally:
             self.slots.put(slot)
 

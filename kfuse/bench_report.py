@@ -203,13 +203,19 @@ def plot_speedups(records: list[dict], baselines: list[str], path: Path) -> bool
     return True
 
 
+def matplotlib_percent():
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _: f"{v:g}%")
+
+
 def plot_fast_p(summary: dict, path: Path) -> bool:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.2, 3.3))
     ps = summary["fast_p"]["p"]
     for i, b in enumerate(summary["baselines"]):
         ax.plot(ps, [100 * v for v in summary["fast_p"][b]], color=BASELINE_COLORS[i % 4], linewidth=2,
-                label=f"vs {label(b)}", drawstyle="steps-post")
+                label=f"vs {label(b)}", drawstyle="steps-post", linestyle=("-", "--", ":", "-.")[i % 4])
     ax.axvline(1.0, color="#222", linewidth=1, linestyle="--")
     ax.set_xlim(0, P_MAX)
     ax.set_ylim(0, 105)
@@ -235,8 +241,11 @@ def plot_roofline(records: list[dict], path: Path) -> bool:
     ax.axvline(100, color="#222", linewidth=1, linestyle="--")
     ax.set_yticks(range(len(timed)), [r["id"] for r in timed])
     ax.invert_yaxis()
-    ax.set_xlim(0, max(110, max(xs) * 1.1))
-    ax.set_xlabel("achieved % of the roofline floor's speed (floor time / candidate time)")
+    # log scale: small problems on the CPU sit far below a DRAM floor, GPU kernels near it
+    ax.set_xscale("log")
+    ax.set_xlim(max(min(xs) / 2, 1e-3), max(150, max(xs) * 1.5))
+    ax.xaxis.set_major_formatter(matplotlib_percent())
+    ax.set_xlabel("achieved % of the roofline floor's speed (floor time / candidate time, log scale)")
     ax.set_title("Roofline: how close to the floor")
     ax.grid(axis="x", alpha=0.25)
     fig.tight_layout()
@@ -272,17 +281,18 @@ def plot_statuses(summary: dict, path: Path) -> bool:
 CSS = """
 body { font: 14px/1.45 -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; color: #1f2933;
        background: #f5f7fa; margin: 0; }
-main { max-width: 1100px; margin: 0 auto; padding: 24px 28px 48px; }
+main { max-width: 1240px; margin: 0 auto; padding: 24px 28px 48px; }
 h1 { font-size: 24px; margin: 0 0 4px; }
 h2 { font-size: 17px; margin: 32px 0 10px; padding-bottom: 4px; border-bottom: 1px solid #d9dee5; }
 .meta { color: #52606d; font-size: 13px; }
-.cards { display: flex; flex-wrap: wrap; gap: 12px; margin-top: 18px; }
-.card { background: #fff; border: 1px solid #e1e5eb; border-radius: 8px; padding: 12px 16px; min-width: 150px;
-        flex: 1 1 150px; box-shadow: 0 1px 2px rgba(0,0,0,.04); }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(165px, 1fr)); gap: 12px;
+         margin-top: 18px; }
+.card { background: #fff; border: 1px solid #e1e5eb; border-radius: 8px; padding: 12px 16px;
+        box-shadow: 0 1px 2px rgba(0,0,0,.04); }
 .card .t { color: #52606d; font-size: 12px; text-transform: uppercase; letter-spacing: .03em; }
 .card .v { font-size: 26px; font-weight: 650; margin: 2px 0; }
 .card .n { color: #7b8794; font-size: 12px; }
-.plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(480px, 1fr)); gap: 14px; }
+.plots { display: grid; align-items: start; grid-template-columns: repeat(auto-fit, minmax(480px, 1fr)); gap: 14px; }
 .plot { background: #fff; border: 1px solid #e1e5eb; border-radius: 8px; padding: 8px; text-align: center; }
 .plot img { max-width: 100%; height: auto; }
 table { border-collapse: collapse; width: 100%; background: #fff; border: 1px solid #e1e5eb; font-size: 13px; }
@@ -293,8 +303,10 @@ tr:hover td { background: #fafbfc; }
 .pill { display: inline-block; padding: 1px 8px; border-radius: 10px; color: #fff; font-size: 12px;
         font-weight: 600; white-space: nowrap; }
 .good { color: #1f7a45; font-weight: 600; } .bad { color: #b8322a; }
-.reason { color: #52606d; font-size: 12px; max-width: 460px; overflow-wrap: anywhere; }
+.reason { color: #52606d; font-size: 12px; min-width: 220px; overflow-wrap: anywhere; }
+td.reason { width: 34%; }
 .ops { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; }
+td.ops { min-width: 150px; max-width: 240px; overflow-wrap: anywhere; }
 .note { color: #52606d; font-size: 12px; margin-top: 6px; }
 ul.fail { margin: 4px 0 12px; padding-left: 20px; } ul.fail li { margin: 2px 0; }
 code { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; background: #eef1f5;
@@ -313,6 +325,16 @@ def _img(path: Path, alt: str) -> str:
 
 def _pill(status: str) -> str:
     return f'<span class="pill" style="background:{COLORS.get(status, "#7b8794")}">{_e(status)}</span>'
+
+
+def _kernel_text(kernel: dict) -> str:
+    """One fused kernel as its op chain; a long chain shortened (the whole of it in the tooltip)."""
+    ops = [short_op(op) for op in kernel.get("fuses", [])]
+    whole = " → ".join(ops)
+    if len(ops) <= 6:
+        return _e(whole)
+    shown = " → ".join(ops[:3]) + " → … → " + ops[-1]
+    return f"<span title='{_e(whole)}'>{_e(shown)} ({len(ops)} ops)</span>"
 
 
 def _speedup_cell(value: float | None) -> str:
@@ -366,7 +388,7 @@ def render_html(records: list[dict], summary: dict, meta: dict, plots: dict[str,
                "</tr></thead><tbody>")
     for r in records:
         ms = (r.get("times_ms") or {}).get("candidate")
-        kernels = "<br>".join(_e(" → ".join(short_op(op) for op in k["fuses"])) for k in r.get("kernels", []))
+        kernels = "<br>".join(_kernel_text(k) for k in r.get("kernels", []))
         unfused = ", ".join(_e(short_op(u["op"])) for u in r.get("unfused", []))
         reasons = "<br>".join(_e(x) for x in r.get("reasons", [])[:3])
         flags = "".join(f"<br><b>flag:</b> {_e(f)}" for f in r.get("flags", []))
@@ -393,14 +415,14 @@ def render_html(records: list[dict], summary: dict, meta: dict, plots: dict[str,
 
     out.append("<h2>Left unfused</h2>")
     if summary["unfused_ops"]:
-        out.append("<table style='width:auto'><thead><tr><th>op</th><th>problems × times</th></tr></thead><tbody>")
+        out.append("<table style='width:auto'><thead><tr><th>op</th><th>count</th></tr></thead><tbody>")
         for op, count in summary["unfused_ops"].items():
             out.append(f"<tr><td class='ops'>{_e(op)}</td><td class='num'>{count}</td></tr>")
         out.append("</tbody></table>")
         out.append(f"<div class='note'>Ops that kfuse optimize kept as library or ATen calls, counted over all "
                    f"problems; {summary['kernels_fused']} fused kernels in all.</div>")
     elif meta["mode"] == "optimize":
-        out.append("<p>Nothing: every op of the optimized problems went into a fused kernel.</p>")
+        out.append("<p>Nothing: in the problems kfuse optimized, every op went into a fused kernel.</p>")
     else:
         out.append("<p>Not applicable: the candidates were given, not optimized by kfuse.</p>")
     out.append(f"<div class='note'>Files: <code>results.json</code> (every number here), <code>verdicts/</code> "
