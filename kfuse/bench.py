@@ -583,12 +583,12 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
     judged = 0
     if jobs:
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
+                                   TimeElapsedColumn)
 
         running: list[str] = []
         lock = threading.Lock()
         progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
-                            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                            MofNCompleteColumn(), TimeElapsedColumn(), eta_column(),
                             TextColumn("{task.fields[tally]}"), console=console, transient=False)
         done_records = list(records.values())
         task = progress.add_task("judging", total=len(jobs), tally=tally_text(done_records, baselines))
@@ -617,6 +617,7 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
                 runner.run(jobs, on_start, on_done)
             except KeyboardInterrupt:
                 interrupted = True
+            progress.update(task, description="stopped" if interrupted else "finished")
         if interrupted:
             console.print(f"[yellow]interrupted[/]: {judged} of {len(jobs)} finished and kept in {out / 'cache'}; "
                           f"run the same command again to go on", highlight=False)
@@ -632,6 +633,26 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
             "written": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     files = bench_report.write_report(out, ordered, summary, meta)
     return BenchRun(ordered, summary, judged, cached, interrupted, files)
+
+
+def eta_column():
+    """Time left from the mean time per finished problem so far: problems take minutes, and rich's own estimate
+    (from the last 30 s of progress) would mostly show nothing."""
+    from datetime import timedelta
+
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class Eta(ProgressColumn):
+        def render(self, task) -> Text:
+            if task.finished:
+                return Text("done", style="green")
+            if not task.completed or task.elapsed is None:
+                return Text("eta ?", style="cyan")
+            left = task.elapsed / task.completed * (task.total - task.completed)
+            return Text(f"eta {timedelta(seconds=round(left))}", style="cyan")
+
+    return Eta()
 
 
 def describe_running(running: list[str]) -> str:

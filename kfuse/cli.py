@@ -188,6 +188,8 @@ def bench_command(paths, candidates, device, workers, out, ray_address, timeout,
     if not console.is_terminal:
         console.width = 140
     print_table(run.records, run.summary, console)
+    if no_timing:
+        console.print("  [dim]timing off (--no-timing): no speedups, so no problem counts as fast[/]")
     click.echo(f"kfuse: report in {run.files['html']} ({run.judged} judged now, {run.cached} from the cache)",
                err=True)
     sys.exit(130 if run.interrupted else 0)
