@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import logging
 import os
 import queue
 import signal
@@ -306,6 +307,11 @@ def stop(process: subprocess.Popen, grace: float = 10.0) -> None:
 
 
 def job_main(job_path: str, result_path: str) -> int:
+    # A parent may have left SIGINT ignored or blocked (Ray's workers do, and exec keeps both): being stopped must
+    # raise KeyboardInterrupt here, so that the judge ends its worker, which runs in a session of its own.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     job = json.loads(Path(job_path).read_text())
     try:
         result = run_job(job)
@@ -470,7 +476,7 @@ class RayRunner:
                     if not gpus:
                         raise UsageError("--device cuda was asked for, but no CUDA GPU is visible (use --device cpu)")
                     resources["num_gpus"] = len(gpus[:options.workers] if options.workers else gpus)
-                ray.init(include_dashboard=False, log_to_driver=False, **resources)
+                ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING, **resources)
             else:
                 # A cluster elsewhere gets this kfuse with the tasks (torch must be installed there).
                 package = str(Path(__file__).resolve().parent)
@@ -498,6 +504,8 @@ class RayRunner:
         except BaseException:
             for ref in pending:
                 ray.cancel(ref)  # raises KeyboardInterrupt in the task, which stops its job process
+            if pending:  # let them stop their job processes before the cluster goes
+                ray.wait(pending, num_returns=len(pending), timeout=30)
             raise
         finally:
             if self.started_here:

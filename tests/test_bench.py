@@ -282,7 +282,10 @@ def processes_mentioning(text: str) -> list[int]:
     return found
 
 
-def test_ctrl_c_keeps_finished_results(tmp_path, honest_built):
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_ctrl_c_keeps_finished_results(tmp_path, honest_built, engine):
+    if engine == "ray":
+        pytest.importorskip("ray")
     problems, candidates, out, scratch = (tmp_path / n for n in ("problems", "candidates", "out", "scratch"))
     for folder in (problems, candidates, scratch):
         folder.mkdir()
@@ -291,14 +294,14 @@ def test_ctrl_c_keeps_finished_results(tmp_path, honest_built):
     (problems / "b_hang.py").write_text(HANG)
     shutil.copy(HONEST, candidates / "b_hang.py")
     command = [sys.executable, "-m", "kfuse", "bench", str(problems), "--candidates", str(candidates), "--device",
-               "cpu", "--no-timing", "--out", str(out)]
-    bench = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, "TMPDIR": str(scratch)})
+               "cpu", "--no-timing", "--out", str(out)] + (["--ray", "local", "--workers", "2"] if engine == "ray" else [])
+    env = {**os.environ, "TMPDIR": str(scratch), "RAY_TMPDIR": "/tmp/ray", "RAY_USAGE_STATS_ENABLED": "0"}
+    bench = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 300
     while not list((out / "cache").glob("*.json")) and time.monotonic() < deadline and bench.poll() is None:
         time.sleep(0.5)
     time.sleep(3)  # b_hang is now being judged (its worker is stuck importing the problem)
-    assert processes_mentioning(str(scratch)), "the second job should be running"
+    assert processes_mentioning(f"{scratch}/kfuse-check-"), "the second job's judge should be running"
     bench.send_signal(signal.SIGINT)
     stdout, stderr = bench.communicate(timeout=60)
     assert bench.returncode == 130, stderr
@@ -307,7 +310,7 @@ def test_ctrl_c_keeps_finished_results(tmp_path, honest_built):
     assert data["interrupted"] and statuses(data) == {"a_leaky": "correct"}
     assert len(list((out / "cache").glob("*.json"))) == 1
     time.sleep(1)
-    assert processes_mentioning(str(scratch)) == []  # the job and the judge's worker are gone
+    assert processes_mentioning(f"{scratch}/kfuse-") == []  # the job and the judge's worker are gone
 
 
 def test_ray_local_cluster(tmp_path):
