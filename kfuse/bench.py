@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -86,6 +87,12 @@ def looks_like_problem(path: Path) -> bool:
         return "class Model" in text and "def get_inputs" in text
 
 
+def natural_key(path: Path) -> list:
+    """KernelBench order: 2_ReLU before 10_GELU (numbers compared as numbers), folder by folder."""
+    return [[(0, int(t), "") if t.isdigit() else (1, 0, t.lower()) for t in re.split(r"(\d+)", part)]
+            for part in path.parts]
+
+
 def discover(paths: list[Path], skip: list[Path] = ()) -> list[Problem]:
     """Problem files under `paths` (files as given, folders searched recursively), in a stable order."""
     if not paths:
@@ -101,7 +108,7 @@ def discover(paths: list[Path], skip: list[Path] = ()) -> list[Problem]:
             found.append(path)
             continue
         in_folder = []
-        for file in sorted(path.rglob("*.py")):
+        for file in sorted(path.rglob("*.py"), key=natural_key):
             relative = file.relative_to(path).parts[:-1]
             if any(part in IGNORED_DIRS or part.startswith(".") for part in relative):
                 continue

@@ -104,7 +104,9 @@ def label(baseline: str) -> str:
 
 
 def pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
+    if x is None:
+        return "n/a"
+    return f"{100 * x:.2g}%" if 0 < 100 * x < 1 else f"{100 * x:.1f}%"
 
 
 def times(x: float | None) -> str:
@@ -296,17 +298,18 @@ h2 { font-size: 17px; margin: 32px 0 10px; padding-bottom: 4px; border-bottom: 1
 .plot { background: #fff; border: 1px solid #e1e5eb; border-radius: 8px; padding: 8px; text-align: center; }
 .plot img { max-width: 100%; height: auto; }
 table { border-collapse: collapse; width: 100%; background: #fff; border: 1px solid #e1e5eb; font-size: 13px; }
-th, td { padding: 6px 10px; border-bottom: 1px solid #edf0f3; text-align: left; vertical-align: top; }
+th, td { padding: 6px 8px; border-bottom: 1px solid #edf0f3; text-align: left; vertical-align: top; }
 th { background: #eef1f5; font-weight: 600; white-space: nowrap; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr:hover td { background: #fafbfc; }
 .pill { display: inline-block; padding: 1px 8px; border-radius: 10px; color: #fff; font-size: 12px;
         font-weight: 600; white-space: nowrap; }
 .good { color: #1f7a45; font-weight: 600; } .bad { color: #b8322a; }
-.reason { color: #52606d; font-size: 12px; min-width: 220px; overflow-wrap: anywhere; }
+.reason { color: #52606d; font-size: 12px; min-width: 200px; overflow-wrap: anywhere; }
 td.reason { width: 34%; }
 .ops { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; }
-td.ops { min-width: 150px; max-width: 240px; overflow-wrap: anywhere; }
+td.ops { min-width: 110px; max-width: 220px; overflow-wrap: anywhere; }
+.scroll { overflow-x: auto; }
 .note { color: #52606d; font-size: 12px; margin-top: 6px; }
 ul.fail { margin: 4px 0 12px; padding-left: 20px; } ul.fail li { margin: 2px 0; }
 code { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; background: #eef1f5;
@@ -382,7 +385,7 @@ def render_html(records: list[dict], summary: dict, meta: dict, plots: dict[str,
     if "speedups" not in plots:
         out.append("<div class='note'>No correct problem was timed, so there is no speedup plot.</div>")
 
-    out.append("<h2>Problems</h2><table><thead><tr><th>problem</th><th>status</th><th>candidate ms</th>"
+    out.append("<h2>Problems</h2><div class='scroll'><table><thead><tr><th>problem</th><th>status</th><th>candidate ms</th>"
                + "".join(f"<th>vs {_e(label(b))}</th>" for b in baselines)
                + "<th>roofline</th><th>build s</th><th>kernels fused</th><th>left unfused</th><th>reasons</th>"
                "</tr></thead><tbody>")
@@ -390,8 +393,7 @@ def render_html(records: list[dict], summary: dict, meta: dict, plots: dict[str,
         ms = (r.get("times_ms") or {}).get("candidate")
         kernels = "<br>".join(_kernel_text(k) for k in r.get("kernels", []))
         unfused = ", ".join(_e(short_op(u["op"])) for u in r.get("unfused", []))
-        reasons = "<br>".join(_e(x) for x in r.get("reasons", [])[:3])
-        flags = "".join(f"<br><b>flag:</b> {_e(f)}" for f in r.get("flags", []))
+        notes = [_e(x) for x in r.get("reasons", [])[:3]] + [f"<b>flag:</b> {_e(f)}" for f in r.get("flags", [])]
         cells = [f"<td>{_e(r['id'])}</td>", f"<td>{_pill(r['status'])}</td>",
                  f"<td class='num'>{'' if ms is None else f'{ms:.4g}'}</td>"]
         cells += [_speedup_cell((r.get("speedups") or {}).get(b)) for b in baselines]
@@ -400,9 +402,9 @@ def render_html(records: list[dict], summary: dict, meta: dict, plots: dict[str,
         build = r.get("build_s")
         cells.append(f"<td class='num'>{'' if build is None else f'{build:.1f}'}</td>")
         cells.append(f"<td class='ops'>{kernels}</td><td class='ops'>{unfused}</td>")
-        cells.append(f"<td class='reason'>{reasons}{flags}</td>")
+        cells.append(f"<td class='reason'>{'<br>'.join(notes)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
 
     out.append("<h2>Failures</h2>")
     if not summary["failures"]:

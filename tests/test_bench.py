@@ -134,9 +134,9 @@ def test_discovery_parses_and_skips(tmp_path):
         shutil.copy(BENCH_PROBLEMS / "scale_relu.py", tmp_path / "KernelBench" / level / "1_Scale_ReLU.py")
     (tmp_path / "KernelBench" / "level1" / "19_syntax.py").write_text("class Model(:\ndef get_inputs(): pass\n")
     found = discover([tmp_path / "KernelBench" / "level1"])
-    assert [p.id for p in found] == ["19_syntax", "1_Scale_ReLU"]  # the unparsable one is reported, not skipped
+    assert [p.id for p in found] == ["1_Scale_ReLU", "19_syntax"]  # the unparsable one is reported, not skipped
     both = discover([tmp_path / "KernelBench"])
-    assert [p.id for p in both] == ["19_syntax", "level1__1_Scale_ReLU", "level2__1_Scale_ReLU"]
+    assert [p.id for p in both] == ["level1__1_Scale_ReLU", "19_syntax", "level2__1_Scale_ReLU"]
     with pytest.raises(UsageError, match="no problem files"):
         discover([tmp_path / "KernelBench" / "level1" / "..", tmp_path], skip=[tmp_path])
 
@@ -219,6 +219,19 @@ def test_rerun_comes_from_the_cache(optimize_run):
     assert all(p["cached"] for p in data["problems"])
     # other options are other results: a new key, judged again (only the problem whose file changed here)
     assert "0 judged now, 3 from the cache" in done.stderr
+
+
+def test_timed_run_has_speedups(tmp_path):
+    out = tmp_path / "out"
+    done = kfuse("bench", BENCH_PROBLEMS / "scale_relu.py", "--device", "cpu", "--min-seconds", "0.05",
+                 "--compile-modes", "none", "--out", out)
+    assert done.returncode == 0, done.stderr
+    (problem,) = results(out)["problems"]
+    assert problem["status"] == "correct"
+    assert set(problem["times_ms"]) == {"candidate", "eager"} and problem["speedups"]["vs_eager"] > 0
+    assert problem["roofline_fraction"] > 0
+    assert results(out)["summary"]["baselines"] == ["vs_eager"]
+    assert (out / "speedups.png").exists() and (out / "roofline.png").exists()
 
 
 @pytest.fixture(scope="module")
