@@ -362,7 +362,8 @@ def render_html(records: list[dict], summary: dict, meta: dict, plots: dict[str,
            f"torch {_e(env.get('torch') or meta.get('torch'))} · kfuse {_e(meta['kfuse_version'])} · {_e(source)}"
            f" · {_e(when)}</div>"]
     if meta.get("interrupted"):
-        out.append("<div class='note'><b>Interrupted:</b> the run was stopped; this report covers what finished.</div>")
+        out.append(f"<div class='note'><b>Interrupted:</b> {len(records)} of {summary['problems']} problems finished; "
+                   f"the others count as not correct here. Run the same command again to go on.</div>")
     if not timing:
         out.append("<div class='note'>Timing was off (<code>--no-timing</code>): no speedups, so fast_p for "
                    "p &gt; 0 is 0.</div>")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kfuse.bench import discover, find_candidate
+from kfuse.bench import BenchOptions, discover, find_candidate, worker_slots
 from kfuse.bench_report import fast_p, geomean, summarize, write_report
 from kfuse.errors import UsageError
 from tests.conftest import CORPUS, PROBLEMS, build_extension
@@ -150,6 +150,17 @@ def test_find_candidate(tmp_path):
     assert find_candidate(tmp_path, "b") == tmp_path / "b.md"
     assert find_candidate(tmp_path, "c") == tmp_path / "sub" / "c.py"
     assert find_candidate(tmp_path, "d") is None
+
+
+def test_one_worker_per_visible_gpu(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,3")
+    assert worker_slots(BenchOptions(device="cuda")) == [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1", "3")]
+    assert worker_slots(BenchOptions(device="cuda", workers=2)) == [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1")]
+    assert worker_slots(BenchOptions(device="cpu")) == [{}]
+    assert worker_slots(BenchOptions(device="cpu", workers=3)) == [{}, {}, {}]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(UsageError, match="no CUDA GPU"):
+        worker_slots(BenchOptions(device="cuda"))
 
 
 def test_bad_input_exits(tmp_path):
