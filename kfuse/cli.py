@@ -184,6 +184,9 @@ def bench_command(paths, candidates, device, workers, out, ray_address, timeout,
         run = bench(list(paths), options)
     except UsageError as err:
         fail(str(err))
+    except KeyboardInterrupt:  # a second Ctrl-C while stopping: what finished is in the cache already
+        click.echo(f"kfuse: stopped; finished results are kept in {out / 'cache'}", err=True)
+        sys.exit(130)
     console = Console(highlight=False)
     if not console.is_terminal:
         console.width = 140
