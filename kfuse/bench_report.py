@@ -161,6 +161,10 @@ def print_table(records: list[dict], summary: dict, console: Console | None = No
 
 # ------------------------------------------------------------------------------------------------------- plots
 
+def tick(name: str, limit: int = 36) -> str:
+    return name if len(name) <= limit else name[:limit - 1] + "…"
+
+
 def _pyplot():
     import matplotlib
 
@@ -175,32 +179,44 @@ def _pyplot():
 BASELINE_COLORS = ["#3b6fb6", "#e07b39", "#6a9f3a", "#8c62b0"]
 
 
+def _bars_figure(plt, rows: int, per_row: float, title: str):
+    """A full-width horizontal-bar figure whose title and legend sit in a fixed band above the axes."""
+    height = max(2.4, per_row * rows + 1.3)
+    fig, ax = plt.subplots(figsize=(10.5, height))
+    fig.suptitle(title, x=0.01, y=1 - 0.08 / height, ha="left", va="top", fontweight="bold", fontsize=10)
+    return fig, ax, height
+
+
+def _finish_bars(fig, ax, rows: int, height: float, path: Path, legend: bool) -> None:
+    ax.set_ylim(rows - 0.5, -0.5)  # first problem on top, no blank margin
+    if legend:
+        fig.legend(*ax.get_legend_handles_labels(), loc="upper right", ncol=4, frameon=False,
+                   bbox_to_anchor=(0.99, 1 - 0.02 / height))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.2 / height))
+    fig.savefig(path)
+
+
 def plot_speedups(records: list[dict], baselines: list[str], path: Path) -> bool:
     timed = [r for r in records if r["status"] == "correct" and any((r.get("speedups") or {}).get(b)
                                                                     for b in baselines)]
     if not timed:
         return False
     plt = _pyplot()
-    height = max(2.2, 0.32 * len(timed) * max(1, len(baselines)) ** 0.5 + 1.0)
-    fig, ax = plt.subplots(figsize=(7.5, height))
+    fig, ax, height = _bars_figure(plt, len(timed), 0.16 + 0.1 * len(baselines), "Speedup per correct problem")
     bar = 0.8 / len(baselines)
     values = [v for r in timed for v in (r["speedups"].get(b) for b in baselines) if v]
     for i, b in enumerate(baselines):
         ys = [k + (i - (len(baselines) - 1) / 2) * bar for k in range(len(timed))]
         xs = [r["speedups"].get(b) or 0 for r in timed]
-        ax.barh(ys, xs, height=bar * 0.92, color=BASELINE_COLORS[i % 4], label=f"vs {label(b)}", left=0)
+        ax.barh(ys, xs, height=bar * 0.92, color=BASELINE_COLORS[i % 4], label=f"vs {label(b)}")
     ax.set_xscale("log")
     low, high = min(values + [1.0]), max(values + [1.0])
     ax.set_xlim(low / 1.6, high * 1.6)
     ax.axvline(1.0, color="#222", linewidth=1, linestyle="--")
-    ax.set_yticks(range(len(timed)), [r["id"] for r in timed])
-    ax.invert_yaxis()
+    ax.set_yticks(range(len(timed)), [tick(r["id"]) for r in timed])
     ax.set_xlabel("speedup (baseline time / candidate time, log scale; > 1 is faster)")
-    ax.set_title("Speedup per correct problem")
-    ax.legend(loc="lower right", frameon=False)
     ax.grid(axis="x", which="both", alpha=0.25)
-    fig.tight_layout()
-    fig.savefig(path)
+    _finish_bars(fig, ax, len(timed), height, path, legend=True)
     plt.close(fig)
     return True
 
@@ -237,21 +253,18 @@ def plot_roofline(records: list[dict], path: Path) -> bool:
     if not timed:
         return False
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, max(2.0, 0.3 * len(timed) + 1.0)))
+    fig, ax, height = _bars_figure(plt, len(timed), 0.22, "Roofline: how close to the floor")
     xs = [r["roofline_fraction"] * 100 for r in timed]
     ax.barh(range(len(timed)), xs, color="#3b6fb6", height=0.7)
     ax.axvline(100, color="#222", linewidth=1, linestyle="--")
-    ax.set_yticks(range(len(timed)), [r["id"] for r in timed])
-    ax.invert_yaxis()
+    ax.set_yticks(range(len(timed)), [tick(r["id"]) for r in timed])
     # log scale: small problems on the CPU sit far below a DRAM floor, GPU kernels near it
     ax.set_xscale("log")
     ax.set_xlim(max(min(xs) / 2, 1e-3), max(150, max(xs) * 1.5))
     ax.xaxis.set_major_formatter(matplotlib_percent())
     ax.set_xlabel("achieved % of the roofline floor's speed (floor time / candidate time, log scale)")
-    ax.set_title("Roofline: how close to the floor")
-    ax.grid(axis="x", alpha=0.25)
-    fig.tight_layout()
-    fig.savefig(path)
+    ax.grid(axis="x", which="both", alpha=0.25)
+    _finish_bars(fig, ax, len(timed), height, path, legend=False)
     plt.close(fig)
     return True
 
@@ -262,12 +275,12 @@ def plot_statuses(summary: dict, path: Path) -> bool:
         return False
     plt = _pyplot()
     names = [s for s in STATUSES if counts.get(s)]
-    fig, ax = plt.subplots(figsize=(6.2, max(1.6, 0.34 * len(names) + 0.9)))
+    fig, ax = plt.subplots(figsize=(6.2, 3.3))  # beside the fast_p plot, as tall
     ax.barh(range(len(names)), [counts[s] for s in names], color=[COLORS[s] for s in names], height=0.7)
     for k, s in enumerate(names):
         ax.text(counts[s], k, f" {counts[s]}", va="center")
     ax.set_yticks(range(len(names)), names)
-    ax.invert_yaxis()
+    ax.set_ylim(max(len(names), 6) - 0.5, -0.5)  # bars of one thickness however few, from the top
     ax.set_xlim(0, max(counts.values()) * 1.15 + 0.5)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("problems")
@@ -297,6 +310,7 @@ h2 { font-size: 17px; margin: 32px 0 10px; padding-bottom: 4px; border-bottom: 1
 .plots { display: grid; align-items: start; grid-template-columns: repeat(auto-fit, minmax(480px, 1fr)); gap: 14px; }
 .plot { background: #fff; border: 1px solid #e1e5eb; border-radius: 8px; padding: 8px; text-align: center; }
 .plot img { max-width: 100%; height: auto; }
+.plot.wide { grid-column: 1 / -1; }
 table { border-collapse: collapse; width: 100%; background: #fff; border: 1px solid #e1e5eb; font-size: 13px; }
 th, td { padding: 6px 8px; border-bottom: 1px solid #edf0f3; text-align: left; vertical-align: top; }
 th { background: #eef1f5; font-weight: 600; white-space: nowrap; }
@@ -321,9 +335,9 @@ def _e(text) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _img(path: Path, alt: str) -> str:
+def _img(path: Path, alt: str, wide: bool = False) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
-    return f'<div class="plot"><img alt="{_e(alt)}" src="data:image/png;base64,{data}"></div>'
+    return f'<div class="plot{" wide" if wide else ""}"><img alt="{_e(alt)}" src="data:image/png;base64,{data}"></div>'
 
 
 def _pill(status: str) -> str:
@@ -378,10 +392,10 @@ def render_html(records: list[dict], summary: dict, meta: dict, plots: dict[str,
                "that were timed against that baseline.</div>")
 
     out.append("<h2>Plots</h2><div class='plots'>")
-    for name, alt in (("speedups", "speedup per problem"), ("fast_p", "fast_p curve"),
-                      ("roofline", "achieved fraction of the roofline"), ("statuses", "outcomes")):
+    for name, alt in (("fast_p", "fast_p curve"), ("statuses", "outcomes"), ("speedups", "speedup per problem"),
+                      ("roofline", "achieved fraction of the roofline")):
         if name in plots:
-            out.append(_img(plots[name], alt))
+            out.append(_img(plots[name], alt, wide=name in ("speedups", "roofline")))
     out.append("</div>")
     if "speedups" not in plots:
         out.append("<div class='note'>No correct problem was timed, so there is no speedup plot.</div>")
