@@ -263,7 +263,7 @@ def run_job_isolated(job: dict, env: dict | None = None) -> dict:
         with open(log_path, "w") as log:
             process = subprocess.Popen([sys.executable, "-m", "kfuse.bench", str(job_path), str(result_path)],
                                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                       env={**os.environ, **(env or {})}, start_new_session=True)
+                                       env=job_environment(env), start_new_session=True)
             with RUNNING_LOCK:
                 RUNNING.add(process)
             try:
@@ -295,6 +295,18 @@ def run_job_isolated(job: dict, env: dict | None = None) -> dict:
                       "optimized": None, "candidate_code": None}
     result["elapsed_s"] = elapsed
     return result
+
+
+def job_environment(extra: dict | None) -> dict:
+    """Ours, plus the slot's (CUDA_VISIBLE_DEVICES), with this kfuse importable: on a Ray node it may have come
+    with the task (py_modules) rather than installed."""
+    env = {**os.environ, **(extra or {})}
+    root = str(Path(__file__).resolve().parent.parent)
+    paths = env.get("PYTHONPATH", "").split(os.pathsep) if env.get("PYTHONPATH") else []
+    installed = Path(root).name in ("site-packages", "dist-packages")  # there already, and never before stdlib
+    if root not in paths and not installed:
+        env["PYTHONPATH"] = os.pathsep.join([root] + paths)
+    return env
 
 
 def stop(process: subprocess.Popen, grace: float = 10.0) -> None:
