@@ -229,6 +229,7 @@ def _run_job(job: dict) -> dict:
             from kfuse.optimize import optimize
 
             candidate = Path(tmp) / "candidate" / f"{problem.stem}_new.py"
+            mark_stage(job, "optimizing")
             try:
                 optimized = optimize(problem, candidate, job["device"])
             except UsageError as err:
@@ -241,12 +242,18 @@ def _run_job(job: dict) -> dict:
             result["optimized"] = optimized.to_dict()
             result["candidate_code"] = candidate.read_text()
         try:
+            mark_stage(job, "judging")
             verdict = check(problem, candidate, CheckOptions(**job["check"]))
         except UsageError as err:
             result.update(status="unsupported", reasons=[str(err)])
             return result
         result.update(status=verdict["status"], reasons=verdict["reasons"], verdict=verdict)
     return result
+
+
+def mark_stage(job: dict, stage: str) -> None:
+    if job.get("_stage_file"):
+        Path(job["_stage_file"]).write_text(stage)
 
 
 def run_job_isolated(job: dict, env: dict | None = None) -> dict:
@@ -282,17 +289,24 @@ def run_job_isolated(job: dict, env: dict | None = None) -> dict:
         if result_path.exists():
             result = json.loads(result_path.read_text())
         else:
+            stage_path = Path(f"{result_path}.stage")
+            stage = stage_path.read_text() if stage_path.exists() else "starting"
             tail = log_path.read_text(errors="replace").strip().splitlines()[-3:]
             if timed_out:
-                reason = f"the job (optimize and judge) ran past {limit:g} s and was stopped"
+                reason = f"the job ran past {limit:g} s while {stage} and was stopped"
             elif process.returncode < 0:
-                reason = f"the job's process died with {signal.Signals(-process.returncode).name}"
+                reason = f"the job's process died with {signal.Signals(-process.returncode).name} while {stage}"
             else:
-                reason = f"the job's process exited with code {process.returncode}"
+                reason = f"the job's process exited with code {process.returncode} while {stage}"
+            if stage == "optimizing":  # importing or capturing the problem did it: the problem's doing
+                reason = f"the problem could not be optimized: {reason}"
+                status = "unsupported"
+            else:
+                status = "timeout" if timed_out else "crashed"
             if tail:
                 reason += ": " + " | ".join(line.strip() for line in tail)[-600:]
-            result = {"status": "timeout" if timed_out else "crashed", "reasons": [reason], "verdict": None,
-                      "optimized": None, "candidate_code": None}
+            result = {"status": status, "reasons": [reason], "verdict": None, "optimized": None,
+                      "candidate_code": None}
     result["elapsed_s"] = elapsed
     return result
 
@@ -332,6 +346,7 @@ def job_main(job_path: str, result_path: str) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     job = json.loads(Path(job_path).read_text())
+    job["_stage_file"] = f"{result_path}.stage"
     try:
         result = run_job(job)
     except KeyboardInterrupt:

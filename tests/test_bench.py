@@ -245,6 +245,42 @@ def test_timed_run_has_speedups(tmp_path):
     assert (out / "speedups.png").exists() and (out / "roofline.png").exists()
 
 
+SEGFAULT_ON_IMPORT = """import ctypes
+import torch
+import torch.nn as nn
+
+ctypes.string_at(0)  # kills whoever imports this problem
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+def get_inputs():
+    return [torch.randn(4, 4)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_problems_that_fail_are_recorded(tmp_path):
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "segfault_on_import.py").write_text(SEGFAULT_ON_IMPORT)
+    failing_forward = SEGFAULT_ON_IMPORT.replace("ctypes.string_at(0)  # kills whoever imports this problem", "") \
+        .replace("return x + 1", "raise RuntimeError('this model is broken')")
+    (tmp_path / "p" / "forward_raises.py").write_text(failing_forward)
+    done = kfuse("bench", tmp_path / "p", "--device", "cpu", "--no-timing", "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    by_id = {p["id"]: p for p in results(tmp_path / "out")["problems"]}
+    assert by_id["segfault_on_import"]["status"] == "unsupported"
+    assert "SIGSEGV while optimizing" in by_id["segfault_on_import"]["reasons"][0]
+    assert by_id["forward_raises"]["status"] == "unsupported"
+    assert "this model is broken" in by_id["forward_raises"]["reasons"][0]
+
+
 @pytest.fixture(scope="module")
 def honest_built():
     path, code, err = build_extension(HONEST)
