@@ -435,7 +435,6 @@ class LocalRunner:
         for slot in slots:
             self.slots.put(slot)
         self.pool = ThreadPoolExecutor(max_workers=len(slots), thread_name_prefix="kfuse-bench")
-        self.size = len(slots)
 
     def _run(self, job: dict) -> dict:
         slot = self.slots.get()

@@ -7,12 +7,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from kfuse.bench import BenchOptions, discover, find_candidate, worker_slots
+from kfuse import bench as bench_module
+from kfuse.bench import BenchOptions, LocalRunner, discover, find_candidate, worker_slots
 from kfuse.bench_report import fast_p, geomean, summarize, write_report
 from kfuse.errors import UsageError
 from tests.conftest import CORPUS, PROBLEMS, build_extension
@@ -161,6 +163,29 @@ def test_one_worker_per_visible_gpu(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     with pytest.raises(UsageError, match="no CUDA GPU"):
         worker_slots(BenchOptions(device="cuda"))
+
+
+def test_each_local_worker_keeps_its_gpu(monkeypatch):
+    """Jobs run side by side, one per slot, each with its slot's CUDA_VISIBLE_DEVICES (no GPU needed)."""
+    seen, lock, active = [], threading.Lock(), [0, 0]
+
+    def fake_job(job, env=None):
+        with lock:
+            active[0] += 1
+            active[1] = max(active[1], active[0])
+        time.sleep(0.2)
+        with lock:
+            active[0] -= 1
+            seen.append((job["id"], env["CUDA_VISIBLE_DEVICES"]))
+        return {"status": "correct", "reasons": []}
+
+    monkeypatch.setattr(bench_module, "run_job_isolated", fake_job)
+    slots = [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1", "2")]
+    done = []
+    LocalRunner(slots).run([(k, {"id": k}) for k in range(12)], lambda tag: None,
+                           lambda tag, result: done.append(tag))
+    assert sorted(done) == list(range(12)) and len(seen) == 12
+    assert 2 <= active[1] <= 3 and {gpu for _, gpu in seen} <= {"0", "1", "2"}
 
 
 def test_bad_input_exits(tmp_path):
