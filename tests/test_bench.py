@@ -167,16 +167,20 @@ def test_one_worker_per_visible_gpu(monkeypatch):
 
 def test_each_local_worker_keeps_its_gpu(monkeypatch):
     """Jobs run side by side, one per slot, each with its slot's CUDA_VISIBLE_DEVICES (no GPU needed)."""
-    seen, lock, active = [], threading.Lock(), [0, 0]
+    seen, lock, active, on_gpu = [], threading.Lock(), [0, 0], {}
 
     def fake_job(job, env=None):
+        gpu = env["CUDA_VISIBLE_DEVICES"]
         with lock:
             active[0] += 1
             active[1] = max(active[1], active[0])
+            on_gpu[gpu] = on_gpu.get(gpu, 0) + 1
+            assert on_gpu[gpu] == 1, "two jobs on one GPU"
         time.sleep(0.2)
         with lock:
             active[0] -= 1
-            seen.append((job["id"], env["CUDA_VISIBLE_DEVICES"]))
+            on_gpu[gpu] -= 1
+            seen.append((job["id"], gpu))
         return {"status": "correct", "reasons": []}
 
     monkeypatch.setattr(bench_module, "run_job_isolated", fake_job)
