@@ -147,3 +147,56 @@ def extract_command(answer, output):
         click.echo(f"kfuse: wrote {output}", err=True)
     else:
         click.echo(found.code, nl=False)
+
+
+@main.command("bench")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--candidates", type=click.Path(path_type=Path), default=None,
+              help="Judge the candidates in this folder (<stem>.py, <stem>_new.py, <stem>.txt or .md) instead of "
+                   "optimizing each problem.")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
+@click.option("--workers", type=int, default=None,
+              help="Parallel workers (default: one per visible GPU; 1 on the CPU target).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("bench-out"),
+              show_default=True, help="Report, results.json, candidates, verdicts and the result cache.")
+@click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
+              help="Run each problem as a Ray task on this cluster ('local' starts one here).")
+@click.option("--timeout", type=float, default=300.0, show_default=True,
+              help="Per problem: the judge's wall-clock limit, build included (optimize gets as long again).")
+@click.option("--no-timing", is_flag=True, help="Check correctness only.")
+@click.option("--min-seconds", type=float, default=1.0, show_default=True,
+              help="Least measured time per contender.")
+@click.option("--compile-modes", default="default", show_default=True,
+              help="torch.compile modes to time against, comma-separated; 'none' for none.")
+@click.option("--trials", type=int, default=5, show_default=True, help="Correctness trials (at least 5).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Base seed of every check.")
+def bench_command(paths, candidates, device, workers, out, ray_address, timeout, no_timing, min_seconds,
+                  compile_modes, trials, seed):
+    """Optimize and judge every problem in PATHS (files or folders), or judge given candidates; write a report.
+
+    Finished results are cached in --out/cache: a rerun (or a run after Ctrl-C) does only what is left.
+    """
+    from rich.console import Console
+
+    from kfuse.bench import BenchOptions, bench
+    from kfuse.bench_report import print_table
+
+    options = BenchOptions(device=device, out=out, candidates=candidates, workers=workers, ray=ray_address,
+                           timeout=timeout, time=not no_timing, min_seconds=min_seconds,
+                           compile_modes=parse_compile_modes(compile_modes), trials=trials, seed=seed)
+    try:
+        run = bench(list(paths), options)
+    except UsageError as err:
+        fail(str(err))
+    except KeyboardInterrupt:  # a second Ctrl-C while stopping: what finished is in the cache already
+        click.echo(f"kfuse: stopped; finished results are kept in {out / 'cache'}", err=True)
+        sys.exit(130)
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = 140
+    print_table(run.records, run.summary, console)
+    if no_timing:
+        console.print("  [dim]timing off (--no-timing): no speedups, so no problem counts as fast[/]")
+    click.echo(f"kfuse: report in {run.files['html']} ({run.judged} judged now, {run.cached} from the cache)",
+               err=True)
+    sys.exit(130 if run.interrupted else 0)

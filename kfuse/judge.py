@@ -196,24 +196,39 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
 
 def wait_with_stages(process: subprocess.Popen, events_path: Path, token: str, timeout: float,
                      on_stage: Callable[[str], None]) -> bool:
-    """Wait for the worker, passing each new stage to `on_stage`. True if it had to be killed at the timeout."""
+    """Wait for the worker, passing each new stage to `on_stage`. True if it had to be killed at the timeout.
+
+    If the wait itself is interrupted (Ctrl-C, or a caller such as `kfuse bench` stopping us), the worker's whole
+    session goes too: it runs in its own session, so no signal to ours would reach it.
+    """
     deadline = time.monotonic() + timeout
     seen = 0
-    while True:
-        try:
-            process.wait(timeout=0.2)
-            return False
-        except subprocess.TimeoutExpired:
-            pass
-        events = read_events(events_path, token)
-        for e in events[seen:]:
-            if e["event"] == "stage":
-                on_stage(e["stage"])
-        seen = len(events)
-        if time.monotonic() > deadline:
-            os.killpg(process.pid, signal.SIGKILL)  # the whole session: compilers and ninja too
-            process.wait()
-            return True
+    try:
+        while True:
+            try:
+                process.wait(timeout=0.2)
+                return False
+            except subprocess.TimeoutExpired:
+                pass
+            events = read_events(events_path, token)
+            for e in events[seen:]:
+                if e["event"] == "stage":
+                    on_stage(e["stage"])
+            seen = len(events)
+            if time.monotonic() > deadline:
+                kill_session(process)  # the whole session: compilers and ninja too
+                return True
+    except BaseException:
+        kill_session(process)
+        raise
+
+
+def kill_session(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
 
 
 def read_events(path: Path, token: str) -> list[dict]:

@@ -1,0 +1,731 @@
+"""`kfuse bench`: optimize or judge a whole folder of problems, resumably, one worker per GPU (or Ray tasks).
+
+The parent only parses files. Each problem is one *job* run in a fresh process (`python -m kfuse.bench JOB OUT`):
+`kfuse.optimize.optimize` when no candidate is given, then `kfuse.judge.check` (which starts its own sandboxed
+processes under their timeouts). A job carries the problem's and candidate's text, not paths, so it runs the same
+on this machine or on a Ray node. A finished job's result goes to `--out/cache/<sha256>.json` at once: a rerun, or
+a run after Ctrl-C, judges only what is not there yet. The report (`kfuse.bench_report`) is built from the records.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import logging
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Callable
+
+from kfuse import __version__
+from kfuse.errors import UsageError
+
+SCHEMA = "kfuse.bench/1"
+CANDIDATE_SUFFIXES = (".py", "_new.py", ".txt", ".md")
+IGNORED_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "node_modules", ".pytest_cache"}
+JOB_MARGIN_S = 120.0  # beyond the judge's own timeout and optimize's, for imports and the process itself
+
+
+@dataclass
+class BenchOptions:
+    device: str = "cuda"
+    out: Path = Path("bench-out")
+    candidates: Path | None = None        # None: optimize every problem
+    workers: int | None = None            # None: every visible GPU (cuda), 1 (cpu)
+    ray: str | None = None                # None, "local", or a cluster address
+    timeout: float = 300.0                # per problem, for the judge (build included) and again for optimize
+    time: bool = True
+    min_seconds: float = 1.0
+    compile_modes: list[str] = field(default_factory=lambda: ["default"])
+    trials: int = 5
+    seed: int | None = 0                  # fixed, so that a cached result is the result of a rerun
+
+    def check_options(self):
+        from kfuse.judge import CheckOptions
+
+        return CheckOptions(device=self.device, trials=self.trials, timeout=self.timeout, seed=self.seed,
+                            time=self.time, compile_modes=list(self.compile_modes), min_seconds=self.min_seconds)
+
+
+@dataclass
+class Problem:
+    id: str          # the stem, or folder__stem where two problems share a stem
+    path: Path
+    candidate: Path | None = None
+
+
+# ---------------------------------------------------------------------------------------------------- discovery
+
+def defines_problem(tree: ast.Module) -> bool:
+    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    return "Model" in names and "get_inputs" in names
+
+
+def looks_like_problem(path: Path) -> bool:
+    """A `.py` that defines class Model and get_inputs at the top level, found by parsing (never importing).
+
+    A file that does not parse counts when its text plainly defines both, so that it is reported, not skipped.
+    """
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return False
+    try:
+        return defines_problem(ast.parse(text, filename=str(path)))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "class Model" in text and "def get_inputs" in text
+
+
+def natural_key(path: Path) -> list:
+    """KernelBench order: 2_ReLU before 10_GELU (numbers compared as numbers), folder by folder."""
+    return [[(0, int(t), "") if t.isdigit() else (1, 0, t.lower()) for t in re.split(r"(\d+)", part)]
+            for part in path.parts]
+
+
+def discover(paths: list[Path], skip: list[Path] = ()) -> list[Problem]:
+    """Problem files under `paths` (files as given, folders searched recursively), in a stable order."""
+    if not paths:
+        raise UsageError("give at least one problem file or folder")
+    skip = [s.resolve() for s in skip if s]
+    found: list[Path] = []
+    for path in paths:
+        if not path.exists():
+            raise UsageError(f"not found: {path}")
+        if path.is_file():
+            if path.suffix != ".py":
+                raise UsageError(f"a problem must be a .py file: {path}")
+            found.append(path)
+            continue
+        in_folder = []
+        for file in sorted(path.rglob("*.py"), key=natural_key):
+            relative = file.relative_to(path).parts[:-1]
+            if any(part in IGNORED_DIRS or part.startswith(".") for part in relative):
+                continue
+            if any(file.resolve().is_relative_to(s) for s in skip):
+                continue
+            if looks_like_problem(file):
+                in_folder.append(file)
+        if not in_folder:
+            raise UsageError(f"no problem files (a .py defining class Model and get_inputs) under {path}")
+        found.extend(in_folder)
+    unique = list(dict.fromkeys(p.resolve() for p in found))
+    stems: dict[str, int] = {}
+    for p in unique:
+        stems[p.stem] = stems.get(p.stem, 0) + 1
+    problems = []
+    for p in unique:
+        pid = p.stem if stems[p.stem] == 1 else f"{p.parent.name}__{p.stem}"
+        problems.append(Problem(pid, p))
+    ids = [p.id for p in problems]
+    if len(set(ids)) != len(ids):
+        raise UsageError("two problems share a file name and a folder name; bench them in separate runs")
+    return problems
+
+
+def find_candidate(folder: Path, stem: str) -> Path | None:
+    """`<stem>.py`, `<stem>_new.py`, `<stem>.txt` or `<stem>.md` in `folder` (or, if only there, one below it)."""
+    names = [stem + suffix for suffix in CANDIDATE_SUFFIXES]
+    for name in names:
+        if (folder / name).is_file():
+            return folder / name
+    for name in names:
+        below = sorted(folder.rglob(name))
+        if len(below) == 1:
+            return below[0]
+    return None
+
+
+# -------------------------------------------------------------------------------------------------------- cache
+
+def torch_version() -> str:
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def cache_key(problem_bytes: bytes, candidate_bytes: bytes | None, options: BenchOptions) -> str:
+    """sha256 of the problem, the candidate (or "optimize"), kfuse's and torch's versions, the device, the options."""
+    h = hashlib.sha256()
+    check = {k: v for k, v in asdict(options.check_options()).items()}
+    for part in (problem_bytes, candidate_bytes if candidate_bytes is not None else b"optimize",
+                 __version__.encode(), torch_version().encode(), options.device.encode(),
+                 json.dumps(check, sort_keys=True, default=str).encode()):
+        h.update(hashlib.sha256(part).digest())
+    return h.hexdigest()
+
+
+def read_cache(folder: Path, key: str) -> dict | None:
+    try:
+        data = json.loads((folder / f"{key}.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if data.get("key") == key else None
+
+
+def write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.part")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
+# --------------------------------------------------------------------------------------------------------- jobs
+
+def make_job(problem: Problem, options: BenchOptions) -> dict:
+    job = {"id": problem.id, "problem_name": problem.path.name, "problem_path": str(problem.path),
+           "problem_text": problem.path.read_text("utf-8-sig"),
+           "device": options.device, "check": asdict(options.check_options())}
+    if problem.candidate is not None:
+        job["candidate_name"] = problem.candidate.name
+        job["candidate_path"] = str(problem.candidate)
+        job["candidate_text"] = problem.candidate.read_text(encoding="utf-8-sig", errors="replace")
+    return job
+
+
+def first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+
+
+def run_job(job: dict) -> dict:
+    """Optimize (when there is no candidate) and judge one problem, in this process. Never raises for a verdict.
+
+    Messages name the files as the user gave them, not the job's temporary copies.
+    """
+    result = _run_job(job)
+    for tmp, given in job.get("_copies", {}).items():
+        result["reasons"] = [r.replace(tmp, given) for r in result["reasons"]]
+    return result
+
+
+def _run_job(job: dict) -> dict:
+    from kfuse.judge import CheckOptions, check
+
+    result = {"status": None, "reasons": [], "verdict": None, "optimized": None, "candidate_code": None}
+    with tempfile.TemporaryDirectory(prefix="kfuse-bench-") as tmp:
+        # Under the problem's own file name: emitted extension names and messages carry its stem.
+        problem = Path(tmp) / "problem" / job["problem_name"]
+        problem.parent.mkdir()
+        problem.write_text(job["problem_text"])
+        job["_copies"] = {str(problem): job.get("problem_path", problem.name)}
+        if "candidate_text" in job:
+            candidate = Path(tmp) / "candidate" / job["candidate_name"]
+            candidate.parent.mkdir()
+            candidate.write_text(job["candidate_text"])
+            job["_copies"][str(candidate)] = job.get("candidate_path", candidate.name)
+        else:
+            from kfuse.optimize import optimize
+
+            candidate = Path(tmp) / "candidate" / f"{problem.stem}_new.py"
+            mark_stage(job, "optimizing")
+            try:
+                optimized = optimize(problem, candidate, job["device"])
+            except UsageError as err:
+                result.update(status="unsupported", reasons=[str(err)])
+                return result
+            except Exception as err:  # a gap in kfuse itself: recorded, never the end of the run
+                result.update(status="unsupported", reasons=[f"kfuse could not optimize this problem "
+                                                             f"({first_line(err)}); please report it"])
+                return result
+            result["optimized"] = optimized.to_dict()
+            result["candidate_code"] = candidate.read_text()
+        try:
+            mark_stage(job, "judging")
+            verdict = check(problem, candidate, CheckOptions(**job["check"]))
+        except UsageError as err:
+            result.update(status="unsupported", reasons=[str(err)])
+            return result
+        result.update(status=verdict["status"], reasons=verdict["reasons"], verdict=verdict)
+    return result
+
+
+def mark_stage(job: dict, stage: str) -> None:
+    if job.get("_stage_file"):
+        Path(job["_stage_file"]).write_text(stage)
+
+
+def run_job_isolated(job: dict, env: dict | None = None) -> dict:
+    """`run_job` in a fresh process, so that a problem which kills or hangs its importer only ends its own job.
+
+    Interrupted (Ctrl-C, a Ray cancel), the job process is asked to stop (it then ends the judge's worker) and
+    killed if it does not.
+    """
+    limit = 2 * job["check"]["timeout"] + JOB_MARGIN_S
+    with tempfile.TemporaryDirectory(prefix="kfuse-bench-job-") as tmp:
+        job_path, result_path, log_path = Path(tmp) / "job.json", Path(tmp) / "result.json", Path(tmp) / "job.log"
+        job_path.write_text(json.dumps(job))
+        began = time.perf_counter()
+        with open(log_path, "w") as log:
+            process = subprocess.Popen([sys.executable, "-m", "kfuse.bench", str(job_path), str(result_path)],
+                                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                       env=job_environment(env), start_new_session=True)
+            with RUNNING_LOCK:
+                RUNNING.add(process)
+            try:
+                process.wait(timeout=limit)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                stop(process)
+                timed_out = True
+            except BaseException:
+                stop(process)
+                raise
+            finally:
+                with RUNNING_LOCK:
+                    RUNNING.discard(process)
+        elapsed = round(time.perf_counter() - began, 3)
+        if result_path.exists():
+            result = json.loads(result_path.read_text())
+        else:
+            stage_path = Path(f"{result_path}.stage")
+            stage = stage_path.read_text() if stage_path.exists() else "starting"
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-3:]
+            if timed_out:
+                reason = f"the job ran past {limit:g} s while {stage} and was stopped"
+            elif process.returncode < 0:
+                reason = f"the job's process died with {signal.Signals(-process.returncode).name} while {stage}"
+            else:
+                reason = f"the job's process exited with code {process.returncode} while {stage}"
+            if stage == "optimizing":  # importing or capturing the problem did it: the problem's doing
+                reason = f"the problem could not be optimized: {reason}"
+                status = "unsupported"
+            else:
+                status = "timeout" if timed_out else "crashed"
+            if tail:
+                reason += ": " + " | ".join(line.strip() for line in tail)[-600:]
+            result = {"status": status, "reasons": [reason], "verdict": None, "optimized": None,
+                      "candidate_code": None}
+    result["elapsed_s"] = elapsed
+    return result
+
+
+def job_environment(extra: dict | None) -> dict:
+    """Ours, plus the slot's (CUDA_VISIBLE_DEVICES), with this kfuse importable: on a Ray node it may have come
+    with the task (py_modules) rather than installed."""
+    env = {**os.environ, **(extra or {})}
+    root = str(Path(__file__).resolve().parent.parent)
+    paths = env.get("PYTHONPATH", "").split(os.pathsep) if env.get("PYTHONPATH") else []
+    installed = Path(root).name in ("site-packages", "dist-packages")  # there already, and never before stdlib
+    if root not in paths and not installed:
+        env["PYTHONPATH"] = os.pathsep.join([root] + paths)
+    return env
+
+
+def stop(process: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGINT first (the job then ends the judge's worker), SIGKILL to the job's session after `grace` seconds."""
+    try:
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    except ProcessLookupError:
+        pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def job_main(job_path: str, result_path: str) -> int:
+    # A parent may have left SIGINT ignored or blocked (Ray's workers do, and exec keeps both): being stopped must
+    # raise KeyboardInterrupt here, so that the judge ends its worker, which runs in a session of its own.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    job = json.loads(Path(job_path).read_text())
+    job["_stage_file"] = f"{result_path}.stage"
+    try:
+        result = run_job(job)
+    except KeyboardInterrupt:
+        return 130
+    write_atomically(Path(result_path), json.dumps(result, default=str))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------------ records
+
+def record(problem: Problem, key: str | None, result: dict, options: BenchOptions, cached: bool) -> dict:
+    """What results.json keeps per problem (the full verdict goes to verdicts/<id>.json)."""
+    verdict = result.get("verdict") or {}
+    timing = verdict.get("timing") or {}
+    optimized = result.get("optimized") or {}
+    candidate = problem.candidate
+    if options.candidates is None and result.get("candidate_code") is not None:
+        candidate = options.out / "candidates" / f"{problem.id}_new.py"
+    return {
+        "id": problem.id,
+        "problem": str(problem.path),
+        "candidate": str(candidate) if candidate else None,
+        "mode": "candidate" if options.candidates is not None else "optimize",
+        "status": result["status"],
+        "reasons": result.get("reasons", []),
+        "kernelbench_pass": verdict.get("kernelbench_pass"),
+        "build_s": verdict.get("build_s"),
+        "times_ms": {name: s["median_ms"] for name, s in (timing.get("stats") or {}).items()},
+        "speedups": dict(timing.get("speedups") or {}),
+        "roofline_fraction": timing.get("achieved_fraction_of_floor"),
+        "roofline_bound": (timing.get("roofline") or {}).get("bound"),
+        "flags": timing.get("flags", []),
+        "compile_errors": timing.get("compile_errors", {}),
+        "kernels": [{"name": k.get("name"), "fuses": k.get("fuses", []), "in_place_into": k.get("in_place_into")}
+                    for k in optimized.get("kernels", [])],
+        "unfused": [{"op": u.get("op"), "reason": u.get("reason")} for u in optimized.get("unfused", [])],
+        "elapsed_s": result.get("elapsed_s"),
+        "cached": cached,
+        "key": key,
+    }
+
+
+def tally_text(records: list[dict], baselines: list[str]) -> str:
+    correct = sum(r["status"] == "correct" for r in records)
+    parts = [f"[green]{correct} correct[/]"]
+    for b in baselines:
+        n = sum(r["status"] == "correct" and (r["speedups"].get(b) or 0) > 1 for r in records)
+        parts.append(f"{n} > {'eager' if b == 'vs_eager' else 'compile'}")
+    return " · ".join(parts)
+
+
+def baselines_for(options: BenchOptions) -> list[str]:
+    return ["vs_eager"] + [f"vs_compile:{m}" for m in options.compile_modes]
+
+
+# ------------------------------------------------------------------------------------------------------ workers
+
+def visible_gpus() -> list[str]:
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [d.strip() for d in listed.split(",") if d.strip() and d.strip() != "-1"]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def worker_slots(options: BenchOptions) -> list[dict]:
+    """The environment of each local worker: one GPU each on the CUDA target."""
+    if options.workers is not None and options.workers < 1:
+        raise UsageError(f"--workers must be at least 1 (got {options.workers})")
+    if options.device == "cpu":
+        return [{} for _ in range(options.workers or 1)]
+    gpus = visible_gpus()
+    if not gpus:
+        raise UsageError("--device cuda was asked for, but no CUDA GPU is visible (use --device cpu)")
+    if options.workers is not None:
+        gpus = gpus[:options.workers]
+    return [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in gpus]
+
+
+class LocalRunner:
+    """A thread per worker slot; each job a fresh process with its slot's environment."""
+
+    def __init__(self, slots: list[dict]):
+        self.slots: queue.Queue = queue.Queue()
+        for slot in slots:
+            self.slots.put(slot)
+        self.pool = ThreadPoolExecutor(max_workers=len(slots), thread_name_prefix="kfuse-bench")
+
+    def _run(self, job: dict) -> dict:
+        slot = self.slots.get()
+        try:
+            return run_job_isolated(job, slot)
+        except Exception as err:  # bench's own failure around one job (a full disk...): that job, not the run
+            return {"status": "crashed", "reasons": [f"kfuse bench could not run this job: {first_line(err)}"],
+                    "verdict": None, "optimized": None, "candidate_code": None, "infra": True}
+        finally:
+            self.slots.put(slot)
+
+    def run(self, jobs: list[tuple[object, dict]], on_start: Callable, on_done: Callable) -> None:
+        futures = {}
+        for tag, job in jobs:
+            futures[self.pool.submit(self._started, tag, job, on_start)] = tag
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    on_done(futures[future], future.result())
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            stop_running_jobs()
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        self.pool.shutdown(wait=True)
+
+    def _started(self, tag, job, on_start):
+        if STOPPING.is_set():
+            raise KeyboardInterrupt
+        on_start(tag)
+        return self._run(job)
+
+
+STOPPING = threading.Event()
+RUNNING: set[subprocess.Popen] = set()
+RUNNING_LOCK = threading.Lock()
+
+
+def stop_running_jobs() -> None:
+    """Ctrl-C: job processes run in their own sessions, so the terminal's signal did not reach them; pass it on.
+
+    Each then ends its judge's worker; the threads waiting on them return, and `stop` kills any that linger.
+    """
+    STOPPING.set()
+    with RUNNING_LOCK:
+        processes = list(RUNNING)
+    for process in processes:
+        try:
+            os.killpg(process.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+
+
+class RayRunner:
+    """Each job a Ray task: `num_gpus=1` on the CUDA target, `num_cpus=1` on the CPU target."""
+
+    def __init__(self, address: str, options: BenchOptions):
+        try:
+            import ray
+        except ImportError:
+            raise UsageError("--ray needs Ray: pip install 'kfuse[ray]'") from None
+        self.ray = ray
+        self.started_here = False
+        if not ray.is_initialized():
+            if address == "local":
+                resources = {"num_cpus": options.workers or os.cpu_count() or 1}
+                if options.device == "cuda":
+                    gpus = visible_gpus()
+                    if not gpus:
+                        raise UsageError("--device cuda was asked for, but no CUDA GPU is visible (use --device cpu)")
+                    resources["num_gpus"] = len(gpus[:options.workers] if options.workers else gpus)
+                ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING, **resources)
+            else:
+                # A cluster elsewhere gets this kfuse with the tasks (torch must be installed there).
+                package = str(Path(__file__).resolve().parent)
+                ray.init(address=address, log_to_driver=False, runtime_env={"py_modules": [package]})
+            self.started_here = True
+        need = {"num_gpus": 1} if options.device == "cuda" else {"num_cpus": 1}
+        self.task = ray.remote(max_retries=0, **need)(run_job_isolated)
+
+    def run(self, jobs: list[tuple[object, dict]], on_start: Callable, on_done: Callable) -> None:
+        ray = self.ray
+        refs = {}
+        for tag, job in jobs:
+            refs[self.task.remote(job)] = tag
+        pending = list(refs)
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1, timeout=1.0)
+                for ref in done:
+                    try:
+                        result = ray.get(ref)
+                    except Exception as err:  # the task itself failed: a crash of this problem's job
+                        result = {"status": "crashed", "reasons": [f"the Ray task failed: {first_line(err)}"],
+                                  "verdict": None, "optimized": None, "candidate_code": None, "infra": True}
+                    on_done(refs[ref], result)
+        except BaseException:
+            for ref in pending:
+                ray.cancel(ref)  # raises KeyboardInterrupt in the task, which stops its job process
+            if pending:  # let them stop their job processes before the cluster goes
+                ray.wait(pending, num_returns=len(pending), timeout=30)
+            raise
+        finally:
+            if self.started_here:
+                ray.shutdown()
+
+
+# --------------------------------------------------------------------------------------------------------- bench
+
+@dataclass
+class BenchRun:
+    records: list[dict]
+    summary: dict
+    judged: int          # jobs run this time
+    cached: int          # results taken from the cache
+    interrupted: bool
+    files: dict
+
+
+def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
+    """Run the benchmark and write the report. UsageError for bad input; Ctrl-C keeps what finished."""
+    from rich.console import Console
+
+    from kfuse import bench_report
+
+    console = console or Console(stderr=True)
+    STOPPING.clear()
+    ENVIRONMENT.clear()
+    if options.device not in ("cuda", "cpu"):
+        raise UsageError(f"--device must be cuda or cpu (got {options.device!r})")
+    if options.candidates is not None and not options.candidates.is_dir():
+        raise UsageError(f"--candidates is not a folder: {options.candidates}")
+    if options.trials < 5:
+        raise UsageError(f"--trials must be at least 5 (got {options.trials})")
+    problems = discover(paths, skip=[options.out, options.candidates])
+    slots = None if options.ray else worker_slots(options)  # bad --workers, or no GPU: said before any work
+    out = options.out
+    for sub in ("cache", "verdicts"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    if options.candidates is None:
+        (out / "candidates").mkdir(exist_ok=True)
+
+    records: dict[str, dict] = {}
+    jobs: list[tuple[Problem, dict]] = []
+    keys: dict[str, str] = {}
+    cached = 0
+    for problem in problems:
+        if options.candidates is not None:
+            problem.candidate = find_candidate(options.candidates, problem.path.stem)
+            if problem.candidate is None:
+                names = ", ".join(problem.path.stem + s for s in CANDIDATE_SUFFIXES)
+                records[problem.id] = record(problem, None, {
+                    "status": "missing", "reasons": [f"no candidate in {options.candidates} ({names})"]},
+                    options, cached=False)
+                continue
+        try:
+            problem_bytes = problem.path.read_bytes()
+            candidate_bytes = problem.candidate.read_bytes() if problem.candidate else None
+            job = make_job(problem, options)
+        except (OSError, UnicodeDecodeError) as err:
+            records[problem.id] = record(problem, None, {"status": "unsupported",
+                                                         "reasons": [f"cannot read: {first_line(err)}"]},
+                                         options, cached=False)
+            continue
+        key = cache_key(problem_bytes, candidate_bytes, options)
+        keys[problem.id] = key
+        hit = read_cache(out / "cache", key)
+        if hit is not None:
+            finish_problem(problem, key, hit["result"], options, records, cached=True)
+            cached += 1
+        else:
+            jobs.append((problem, job))
+
+    baselines = baselines_for(options)
+    if options.ray and options.workers is not None and options.workers < 1:
+        raise UsageError(f"--workers must be at least 1 (got {options.workers})")
+    runner = (RayRunner(options.ray, options) if options.ray else LocalRunner(slots)) if jobs else None
+    where = f"Ray ({options.ray})" if options.ray else (
+        f"{len(slots)} worker{'s' if len(slots) > 1 else ''}" + (" (one per GPU)" if options.device == "cuda" else ""))
+    console.print(f"[bold]kfuse bench[/]: {len(problems)} problems, {len(jobs)} to run, {cached} from the cache; "
+                  f"{options.device} target, {where}; results in {out}", highlight=False)
+
+    interrupted = False
+    judged = 0
+    if jobs:
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                                   TimeElapsedColumn)
+
+        running: list[str] = []
+        lock = threading.Lock()
+        progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
+                            MofNCompleteColumn(), TimeElapsedColumn(), eta_column(),
+                            TextColumn("{task.fields[tally]}"), console=console, transient=False)
+        done_records = list(records.values())
+        task = progress.add_task("judging", total=len(jobs), tally=tally_text(done_records, baselines))
+
+        def on_start(problem: Problem) -> None:
+            with lock:
+                running.append(problem.id)
+                progress.update(task, description=describe_running(running))
+
+        def on_done(problem: Problem, result: dict) -> None:
+            nonlocal judged
+            with lock:
+                if problem.id in running:
+                    running.remove(problem.id)
+                if not result.pop("infra", False):
+                    write_atomically(out / "cache" / f"{keys[problem.id]}.json",
+                                     json.dumps({"key": keys[problem.id], "problem": str(problem.path),
+                                                 "result": result}, default=str))
+                finish_problem(problem, keys[problem.id], result, options, records, cached=False)
+                judged += 1
+                progress.update(task, advance=1, description=describe_running(running),
+                                tally=tally_text(list(records.values()), baselines))
+
+        with progress:
+            try:
+                runner.run(jobs, on_start, on_done)
+            except KeyboardInterrupt:
+                interrupted = True
+            progress.update(task, description="stopped" if interrupted else "finished")
+        if interrupted:
+            console.print(f"[yellow]interrupted[/]: {judged} of {len(jobs)} finished and kept in {out / 'cache'}; "
+                          f"run the same command again to go on", highlight=False)
+
+    ordered = [records[p.id] for p in problems if p.id in records]
+    summary = bench_report.summarize(ordered, baselines, total=len(problems))
+    meta = {"schema": SCHEMA, "kfuse_version": __version__, "torch": torch_version(), "device": options.device,
+            "mode": "candidates" if options.candidates is not None else "optimize",
+            "candidates": str(options.candidates) if options.candidates else None,
+            "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()},
+            "paths": [str(p) for p in paths], "problems": len(problems), "judged": judged, "cached": cached,
+            "interrupted": interrupted, "environment": ENVIRONMENT.get("seen"),
+            "written": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    files = bench_report.write_report(out, ordered, summary, meta)
+    return BenchRun(ordered, summary, judged, cached, interrupted, files)
+
+
+def eta_column():
+    """Time left from the mean time per finished problem so far: problems take minutes, and rich's own estimate
+    (from the last 30 s of progress) would mostly show nothing."""
+    from datetime import timedelta
+
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class Eta(ProgressColumn):
+        def render(self, task) -> Text:
+            if task.finished:
+                return Text("done", style="green")
+            if not task.completed or task.elapsed is None:
+                return Text("eta ?", style="cyan")
+            left = task.elapsed / task.completed * (task.total - task.completed)
+            return Text(f"eta {timedelta(seconds=round(left))}", style="cyan")
+
+    return Eta()
+
+
+def describe_running(running: list[str]) -> str:
+    if not running:
+        return "judging"
+    shown = ", ".join(running[:3]) + (f" +{len(running) - 3}" if len(running) > 3 else "")
+    return shown if len(shown) <= 48 else shown[:45] + "..."
+
+
+def finish_problem(problem: Problem, key: str, result: dict, options: BenchOptions, records: dict,
+                   cached: bool) -> None:
+    """Record one result; write the emitted ModelNew and the full verdict beside the report."""
+    if options.candidates is None and result.get("candidate_code") is not None:
+        path = options.out / "candidates" / f"{problem.id}_new.py"
+        if not path.exists() or path.read_text() != result["candidate_code"]:
+            write_atomically(path, result["candidate_code"])
+    verdict = result.get("verdict")
+    if verdict is not None:
+        verdict = {**verdict, "problem": str(problem.path)}
+        if problem.candidate is not None:
+            verdict["candidate"] = str(problem.candidate)
+        elif options.candidates is None:
+            verdict["candidate"] = str(options.out / "candidates" / f"{problem.id}_new.py")
+        result = {**result, "verdict": verdict}
+        write_atomically(options.out / "verdicts" / f"{problem.id}.json", json.dumps(verdict, indent=2, default=str))
+    records[problem.id] = record(problem, key, result, options, cached)
+    if verdict is not None and verdict.get("environment"):
+        ENVIRONMENT.setdefault("seen", verdict["environment"])
+
+
+ENVIRONMENT: dict = {}  # the first environment a verdict reports (GPU name, torch), for the report's header
+
+
+if __name__ == "__main__":
+    sys.exit(job_main(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,416 @@
+"""`kfuse bench` on the CPU target: statuses, the fast_p math, the cache, the report, bad input, Ctrl-C and Ray."""
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kfuse import bench as bench_module
+from kfuse.bench import BenchOptions, LocalRunner, discover, find_candidate, worker_slots
+from kfuse.bench_report import fast_p, geomean, summarize, write_report
+from kfuse.errors import UsageError
+from tests.conftest import CORPUS, PROBLEMS, build_extension
+
+HERE = Path(__file__).parent
+BENCH_PROBLEMS = HERE / "bench_problems"
+HONEST = CORPUS / "cpu" / "leaky_honest.py"
+
+
+def kfuse(*args, env=None, timeout=900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kfuse", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "MAX_JOBS": "1", **(env or {})})
+
+
+def results(out: Path) -> dict:
+    return json.loads((out / "results.json").read_text())
+
+
+def statuses(data: dict) -> dict:
+    return {p["id"]: p["status"] for p in data["problems"]}
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess, *words: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kfuse: error:"), done.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+# --------------------------------------------------------------------------------------------- the numbers alone
+
+def rec(status, eager=None, compiled=None, roofline=None, unfused=()):
+    speedups = {k: v for k, v in (("vs_eager", eager), ("vs_compile:default", compiled)) if v is not None}
+    return {"id": f"p{id(speedups)}", "status": status, "reasons": [] if status == "correct" else [f"{status}!"],
+            "speedups": speedups, "times_ms": {"candidate": 1.0} if speedups else {}, "roofline_fraction": roofline,
+            "kernels": [], "unfused": [{"op": op, "reason": "library"} for op in unfused], "flags": []}
+
+
+RECORDS = [rec("correct", 2.0, 0.5), rec("correct", 1.0, 3.5), rec("correct", 0.8),  # no torch.compile timing
+           rec("correct"),  # not timed at all
+           rec("incorrect"), rec("unsupported"), rec("missing"), rec("timeout")]
+
+
+def test_fast_p_is_kernelbench_definition():
+    # fraction of ALL 8 problems that are correct and have speedup > p; fast_0 is the fraction correct
+    assert fast_p(RECORDS, 0.0, "vs_eager") == 4 / 8
+    assert fast_p(RECORDS, 0.0, "vs_compile:default") == 4 / 8
+    assert fast_p(RECORDS, 0.5, "vs_eager") == 3 / 8
+    assert fast_p(RECORDS, 0.9, "vs_eager") == 2 / 8
+    assert fast_p(RECORDS, 1.0, "vs_eager") == 1 / 8          # 1.0 is not > 1
+    assert fast_p(RECORDS, 1.0, "vs_compile:default") == 1 / 8  # the 3.5; absent speedups are not fast
+    assert fast_p(RECORDS, 0.4, "vs_compile:default") == 2 / 8
+    assert fast_p(RECORDS, 3.0, "vs_compile:default") == 1 / 8
+    assert fast_p(RECORDS, 3.5, "vs_compile:default") == 0.0
+    assert fast_p([], 1.0, "vs_eager") == 0.0
+    # a speedup on an incorrect result never counts
+    assert fast_p([rec("incorrect", 5.0)], 1.0, "vs_eager") == 0.0
+    # total = every problem benched, also those without a record
+    assert fast_p(RECORDS, 1.0, "vs_eager", total=16) == 1 / 16
+
+
+def test_geomean_over_correct_timed_problems():
+    value, count = geomean(RECORDS, "vs_eager")
+    assert count == 3 and value == pytest.approx((2.0 * 1.0 * 0.8) ** (1 / 3))
+    value, count = geomean(RECORDS, "vs_compile:default")
+    assert count == 2 and value == pytest.approx(math.sqrt(0.5 * 3.5))
+    assert geomean([rec("incorrect", 5.0)], "vs_eager") == (None, 0)
+
+
+def test_summary_counts():
+    records = RECORDS + [rec("correct", 1.2, 1.1, roofline=0.5, unfused=["aten.linear.default"]),
+                         rec("correct", 1.5, 0.9, roofline=0.25, unfused=["aten.linear.default", "aten.sum.dim_IntList"])]
+    s = summarize(records, ["vs_eager", "vs_compile:default"])
+    assert s["problems"] == 10 and s["correct"] == 6 and s["correct_fraction"] == 0.6
+    assert s["statuses"]["incorrect"] == 1 and "crashed" not in s["statuses"]
+    assert s["fast_1"] == {"vs_eager": 3 / 10, "vs_compile:default": 2 / 10}
+    assert s["fast_p"]["p"][0] == 0 and s["fast_p"]["p"][-1] == 3.0
+    assert s["fast_p"]["vs_eager"][0] == 0.6
+    assert s["roofline_fraction"] == {"median": 0.375, "count": 2}
+    assert s["unfused_ops"] == {"linear": 2, "sum": 1}
+    assert [f["reason"] for f in s["failures"]["timeout"]] == ["timeout!"]
+
+
+def test_report_files_and_headlines(tmp_path):
+    records = [dict(r, id=f"problem_{k}") for k, r in enumerate(RECORDS)]
+    records[0]["unfused"] = [{"op": "aten.linear.default", "reason": "library call"}]
+    summary = summarize(records, ["vs_eager", "vs_compile:default"])
+    meta = {"schema": "kfuse.bench/1", "kfuse_version": "0", "torch": "2", "device": "cpu", "mode": "optimize",
+            "candidates": None, "options": {"time": True}, "environment": None, "written": "now"}
+    files = write_report(tmp_path, records, summary, meta)
+    for name in ("speedups", "fast_p", "roofline", "statuses"):
+        if name == "roofline":
+            assert "roofline" not in files  # no record has a roofline fraction
+            continue
+        assert files[name].exists() and files[name].read_bytes()[:4] == b"\x89PNG"
+    page = (tmp_path / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 3
+    for text in ("50.0%", "12.5%", "1.17×", "1.32×", "over 3 correct problems timed", "problem_7", "timeout!",
+                 "linear", "fast_1 vs torch.compile", "geomean vs eager"):
+        assert text in page, text
+    assert results_json_round_trips(tmp_path)
+
+
+def results_json_round_trips(out: Path) -> bool:
+    data = results(out)
+    return data["summary"]["correct"] == 4 and len(data["problems"]) == 8
+
+
+# ----------------------------------------------------------------------------------------------------- discovery
+
+def test_discovery_parses_and_skips(tmp_path):
+    problems = discover([BENCH_PROBLEMS])
+    assert [p.id for p in problems] == ["broken_import", "plain_matmul", "scale_relu"]  # not helper.py
+    # a KernelBench-like tree: level folders, same stems in two folders get the folder's name
+    for level in ("level1", "level2"):
+        (tmp_path / "KernelBench" / level).mkdir(parents=True)
+        shutil.copy(BENCH_PROBLEMS / "scale_relu.py", tmp_path / "KernelBench" / level / "1_Scale_ReLU.py")
+    (tmp_path / "KernelBench" / "level1" / "19_syntax.py").write_text("class Model(:\ndef get_inputs(): pass\n")
+    found = discover([tmp_path / "KernelBench" / "level1"])
+    assert [p.id for p in found] == ["1_Scale_ReLU", "19_syntax"]  # the unparsable one is reported, not skipped
+    both = discover([tmp_path / "KernelBench"])
+    assert [p.id for p in both] == ["level1__1_Scale_ReLU", "19_syntax", "level2__1_Scale_ReLU"]
+    with pytest.raises(UsageError, match="no problem files"):
+        discover([tmp_path / "KernelBench" / "level1" / "..", tmp_path], skip=[tmp_path])
+
+
+def test_find_candidate(tmp_path):
+    (tmp_path / "a_new.py").write_text("")
+    (tmp_path / "b.md").write_text("")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "c.py").write_text("")
+    assert find_candidate(tmp_path, "a") == tmp_path / "a_new.py"
+    assert find_candidate(tmp_path, "b") == tmp_path / "b.md"
+    assert find_candidate(tmp_path, "c") == tmp_path / "sub" / "c.py"
+    assert find_candidate(tmp_path, "d") is None
+
+
+def test_one_worker_per_visible_gpu(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,3")
+    assert worker_slots(BenchOptions(device="cuda")) == [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1", "3")]
+    assert worker_slots(BenchOptions(device="cuda", workers=2)) == [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1")]
+    assert worker_slots(BenchOptions(device="cpu")) == [{}]
+    assert worker_slots(BenchOptions(device="cpu", workers=3)) == [{}, {}, {}]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(UsageError, match="no CUDA GPU"):
+        worker_slots(BenchOptions(device="cuda"))
+
+
+def test_each_local_worker_keeps_its_gpu(monkeypatch):
+    """Jobs run side by side, one per slot, each with its slot's CUDA_VISIBLE_DEVICES (no GPU needed)."""
+    seen, lock, active, on_gpu = [], threading.Lock(), [0, 0], {}
+
+    def fake_job(job, env=None):
+        gpu = env["CUDA_VISIBLE_DEVICES"]
+        with lock:
+            active[0] += 1
+            active[1] = max(active[1], active[0])
+            on_gpu[gpu] = on_gpu.get(gpu, 0) + 1
+            assert on_gpu[gpu] == 1, "two jobs on one GPU"
+        time.sleep(0.2)
+        with lock:
+            active[0] -= 1
+            on_gpu[gpu] -= 1
+            seen.append((job["id"], gpu))
+        return {"status": "correct", "reasons": []}
+
+    monkeypatch.setattr(bench_module, "run_job_isolated", fake_job)
+    slots = [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1", "2")]
+    done = []
+    LocalRunner(slots).run([(k, {"id": k}) for k in range(12)], lambda tag: None,
+                           lambda tag, result: done.append(tag))
+    assert sorted(done) == list(range(12)) and len(seen) == 12
+    assert 2 <= active[1] <= 3 and {gpu for _, gpu in seen} <= {"0", "1", "2"}
+
+
+def test_bad_input_exits(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.py").write_text("x = 1\n")
+    assert_one_line_error(kfuse("bench", tmp_path / "empty", "--device", "cpu", "--out", tmp_path / "o"),
+                          "no problem files")
+    assert_one_line_error(kfuse("bench", tmp_path / "nope", "--device", "cpu", "--out", tmp_path / "o"), "not found")
+    assert_one_line_error(kfuse("bench", BENCH_PROBLEMS, "--device", "cpu", "--candidates", tmp_path / "nope",
+                                "--out", tmp_path / "o"), "--candidates")
+    assert_one_line_error(kfuse("bench", "--device", "cpu", "--out", tmp_path / "o"), "at least one")
+    assert_one_line_error(kfuse("bench", BENCH_PROBLEMS, "--device", "cpu", "--workers", "0",
+                                "--out", tmp_path / "o"), "--workers")
+    import torch
+
+    if not torch.cuda.is_available():
+        assert_one_line_error(kfuse("bench", BENCH_PROBLEMS, "--out", tmp_path / "o"), "no CUDA GPU")
+
+
+# ------------------------------------------------------------------------------------------------ whole runs
+
+EXPECTED_OPTIMIZE = {"broken_import": "unsupported", "plain_matmul": "unsupported", "scale_relu": "correct"}
+
+
+@pytest.fixture(scope="module")
+def optimize_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "out"
+    done = kfuse("bench", BENCH_PROBLEMS, "--device", "cpu", "--no-timing", "--out", out)
+    assert done.returncode == 0, done.stderr + done.stdout
+    return out, done
+
+
+def test_optimize_statuses(optimize_run):
+    out, done = optimize_run
+    data = results(out)
+    assert statuses(data) == EXPECTED_OPTIMIZE
+    by_id = {p["id"]: p for p in data["problems"]}
+    assert "failed to import" in by_id["broken_import"]["reasons"][0]
+    assert str(BENCH_PROBLEMS / "broken_import.py") in by_id["broken_import"]["reasons"][0]  # not the job's copy
+    assert "no kernel" in by_id["plain_matmul"]["reasons"][0]
+    assert [k["fuses"] for k in by_id["scale_relu"]["kernels"]] == [["aten.mul.Tensor", "aten.relu.default"]]
+    assert (out / "candidates" / "scale_relu_new.py").exists()
+    assert json.loads((out / "verdicts" / "scale_relu.json").read_text())["status"] == "correct"
+    assert data["judged"] == 3 and data["cached"] == 0
+    for name in ("broken_import", "plain_matmul", "scale_relu"):  # the terminal table names every problem
+        assert name in done.stdout
+
+
+def test_report_written(optimize_run):
+    out, _ = optimize_run
+    page = (out / "report.html").read_text()
+    assert "33.3%" in page and "fast_1 vs eager" in page and "geomean vs torch.compile" in page
+    assert "unsupported" in page and "--no-timing" in page
+    assert (out / "fast_p.png").exists() and (out / "statuses.png").exists()
+    assert not (out / "speedups.png").exists()  # nothing timed
+
+
+def test_rerun_comes_from_the_cache(optimize_run):
+    out, _ = optimize_run
+    began = time.perf_counter()
+    done = kfuse("bench", BENCH_PROBLEMS, "--device", "cpu", "--no-timing", "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert time.perf_counter() - began < 20
+    data = results(out)
+    assert data["judged"] == 0 and data["cached"] == 3
+    assert statuses(data) == EXPECTED_OPTIMIZE
+    assert all(p["cached"] for p in data["problems"])
+    # other options are other results: a new key, judged again (only the problem whose file changed here)
+    assert "0 judged now, 3 from the cache" in done.stderr
+
+
+def test_timed_run_has_speedups(tmp_path):
+    out = tmp_path / "out"
+    done = kfuse("bench", BENCH_PROBLEMS / "scale_relu.py", "--device", "cpu", "--min-seconds", "0.05",
+                 "--compile-modes", "none", "--out", out)
+    assert done.returncode == 0, done.stderr
+    (problem,) = results(out)["problems"]
+    assert problem["status"] == "correct"
+    assert set(problem["times_ms"]) == {"candidate", "eager"} and problem["speedups"]["vs_eager"] > 0
+    assert problem["roofline_fraction"] > 0
+    assert results(out)["summary"]["baselines"] == ["vs_eager"]
+    assert (out / "speedups.png").exists() and (out / "roofline.png").exists()
+
+
+SEGFAULT_ON_IMPORT = """import ctypes
+import torch
+import torch.nn as nn
+
+ctypes.string_at(0)  # kills whoever imports this problem
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+def get_inputs():
+    return [torch.randn(4, 4)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_problems_that_fail_are_recorded(tmp_path):
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "segfault_on_import.py").write_text(SEGFAULT_ON_IMPORT)
+    failing_forward = SEGFAULT_ON_IMPORT.replace("ctypes.string_at(0)  # kills whoever imports this problem", "") \
+        .replace("return x + 1", "raise RuntimeError('this model is broken')")
+    (tmp_path / "p" / "forward_raises.py").write_text(failing_forward)
+    done = kfuse("bench", tmp_path / "p", "--device", "cpu", "--no-timing", "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    by_id = {p["id"]: p for p in results(tmp_path / "out")["problems"]}
+    assert by_id["segfault_on_import"]["status"] == "unsupported"
+    assert "SIGSEGV while optimizing" in by_id["segfault_on_import"]["reasons"][0]
+    assert by_id["forward_raises"]["status"] == "unsupported"
+    assert "this model is broken" in by_id["forward_raises"]["reasons"][0]
+
+
+@pytest.fixture(scope="module")
+def honest_built():
+    path, code, err = build_extension(HONEST)
+    assert code == 0, err
+    return HONEST
+
+
+def test_candidates_mode(tmp_path, honest_built):
+    problems = tmp_path / "problems"
+    shutil.copytree(BENCH_PROBLEMS, problems)
+    shutil.copy(PROBLEMS / "leaky_relu.py", problems / "leaky_relu.py")
+    candidates = tmp_path / "candidates"
+    candidates.mkdir()
+    shutil.copy(HONEST, candidates / "leaky_relu.py")
+    shutil.copy(HONEST, candidates / "broken_import_new.py")  # its problem does not import
+    out = tmp_path / "out"
+    done = kfuse("bench", problems, "--candidates", candidates, "--device", "cpu", "--no-timing", "--out", out)
+    assert done.returncode == 0, done.stderr
+    data = results(out)
+    assert statuses(data) == {"broken_import": "unsupported", "leaky_relu": "correct", "plain_matmul": "missing",
+                              "scale_relu": "missing"}
+    assert data["summary"]["correct_fraction"] == 0.25
+    by_id = {p["id"]: p for p in data["problems"]}
+    assert by_id["leaky_relu"]["candidate"] == str(candidates / "leaky_relu.py")
+    assert "no candidate" in by_id["scale_relu"]["reasons"][0]
+    assert "missing" in (out / "report.html").read_text()
+
+
+HANG = """import time
+import torch
+import torch.nn as nn
+
+time.sleep(600)  # importing this problem never finishes
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.leaky_relu(x, 0.01)
+
+
+def get_inputs():
+    return [torch.randn(4, 4)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_ctrl_c_keeps_finished_results(tmp_path, honest_built, engine):
+    if engine == "ray":
+        pytest.importorskip("ray")
+    problems, candidates, out, scratch = (tmp_path / n for n in ("problems", "candidates", "out", "scratch"))
+    for folder in (problems, candidates, scratch):
+        folder.mkdir()
+    shutil.copy(PROBLEMS / "leaky_relu.py", problems / "a_leaky.py")
+    shutil.copy(HONEST, candidates / "a_leaky.py")
+    (problems / "b_hang.py").write_text(HANG)
+    shutil.copy(HONEST, candidates / "b_hang.py")
+    command = [sys.executable, "-m", "kfuse", "bench", str(problems), "--candidates", str(candidates), "--device",
+               "cpu", "--no-timing", "--out", str(out)] + (["--ray", "local", "--workers", "2"] if engine == "ray" else [])
+    env = {**os.environ, "TMPDIR": str(scratch), "RAY_TMPDIR": "/tmp/ray", "RAY_USAGE_STATS_ENABLED": "0"}
+    bench = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 300
+    while not list((out / "cache").glob("*.json")) and time.monotonic() < deadline and bench.poll() is None:
+        time.sleep(0.5)
+    time.sleep(3)  # b_hang is now being judged (its worker is stuck importing the problem)
+    assert processes_mentioning(f"{scratch}/kfuse-check-"), "the second job's judge should be running"
+    bench.send_signal(signal.SIGINT)
+    stdout, stderr = bench.communicate(timeout=60)
+    assert bench.returncode == 130, stderr
+    assert "interrupted" in stderr
+    data = results(out)
+    assert data["interrupted"] and statuses(data) == {"a_leaky": "correct"}
+    assert len(list((out / "cache").glob("*.json"))) == 1
+    time.sleep(1)
+    assert processes_mentioning(f"{scratch}/kfuse-") == []  # the job and the judge's worker are gone
+
+
+def test_ray_local_cluster(tmp_path):
+    pytest.importorskip("ray")
+    out = tmp_path / "out"
+    done = kfuse("bench", BENCH_PROBLEMS, "--device", "cpu", "--no-timing", "--ray", "local", "--workers", "2",
+                 "--out", out, env={"RAY_USAGE_STATS_ENABLED": "0"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = results(out)
+    assert statuses(data) == EXPECTED_OPTIMIZE and data["judged"] == 3
+    assert data["options"]["ray"] == "local"
+    done = kfuse("bench", BENCH_PROBLEMS, "--device", "cpu", "--no-timing", "--ray", "local", "--workers", "2",
+                 "--out", out, env={"RAY_USAGE_STATS_ENABLED": "0"})
+    assert done.returncode == 0 and results(out)["cached"] == 3
