@@ -305,6 +305,7 @@ class Spec:
     operands: dict[str, tuple[torch.fx.Node, str]] = field(default_factory=dict)  # role -> (node, kind)
     row_write: list[str] = field(default_factory=list)            # extra row statements (running statistics)
     skip_accumulate: bool = False          # eval-mode batch norm: the statistics are operands
+    first_item: bool = False               # a tuple result of which only item 0 (the normalised tensor) is used
 
 
 def _bound(node: torch.fx.Node) -> dict:
@@ -547,6 +548,30 @@ def _batch_norm(node, p, source):
     return spec
 
 
+def _first_item_only(parse):
+    """native_layer_norm / native_group_norm / _native_batch_norm_legit_no_training: (out, statistics...) of which
+    only `out` may be used (the statistics are not written)."""
+    def wrapped(node, p, source):
+        users = list(node.users)
+        if any(u.target is not operator.getitem for u in users):
+            raise Unsupported("its tuple is used whole")
+        if any(int(u.args[1]) != 0 and u.users for u in users):
+            raise Unsupported("with its saved statistics used")
+        spec = parse(node, p, source)
+        spec.first_item = True
+        return spec
+    return wrapped
+
+
+def _native_group_norm(node, p, source):
+    return _group_norm(node, {**p, "num_groups": p["group"]}, source)
+
+
+def _native_batch_norm_eval(node, p, source):
+    return _batch_norm(node, {**p, "training": False, "running_mean": p["running_mean"],
+                              "running_var": p["running_var"], "momentum": p["momentum"]}, source)
+
+
 _PARSERS = {
     "aten.sum.dim_IntList": _plain("sum", "(float)s.s"),
     "aten.sum.default": _plain("sum", "(float)s.s", all_dims=True),
@@ -577,6 +602,10 @@ _PARSERS = {
     "aten.group_norm.default": _group_norm,
     "aten.instance_norm.default": _instance_norm,
     "aten.batch_norm.default": _batch_norm,
+    # the forms a decomposition (run_decompositions) leaves
+    "aten.native_layer_norm.default": _first_item_only(_layer_norm),
+    "aten.native_group_norm.default": _first_item_only(_native_group_norm),
+    "aten._native_batch_norm_legit_no_training.default": _first_item_only(_native_batch_norm_eval),
 }
 
 EXPANDS = {"aten.expand.default", "aten.expand_as.default"}
@@ -617,6 +646,13 @@ class ReduceKernel:
     def value_node(self) -> torch.fx.Node | None:
         """The node carrying the reduction's row value (None for normalise ops and pure arg-reductions)."""
         if self.spec.full is not None or self.spec.row is None:
+            return None
+        return self.items.get(0) if self.items else self.core
+
+    @property
+    def full_node(self) -> torch.fx.Node | None:
+        """The node carrying a normalise op's full-shape value (item 0 of a native_* tuple)."""
+        if self.spec.full is None:
             return None
         return self.items.get(0) if self.items else self.core
 
@@ -711,7 +747,7 @@ def _grow(core, spec: Spec, kernel_of: dict, expands: dict, epochs: dict, used: 
     """The largest valid kernel around the reduction `core`: (ReduceKernel, absorbed steps) or None."""
     full_shape = _shape(spec.source)
     items = {}
-    if spec.index is not None and spec.row is not None and core.target is not operator.getitem:
+    if (spec.index is not None and spec.row is not None) or spec.first_item:
         items = {int(u.args[1]): u for u in core.users}
     epoch = epochs.get(core)
 
@@ -728,7 +764,7 @@ def _grow(core, spec: Spec, kernel_of: dict, expands: dict, epochs: dict, used: 
         if value is not None:
             members[value] = "row"
         if spec.full is not None:
-            members[core] = "full"
+            members[kernel.full_node] = "full"
         if with_prologue:
             k = kernel_of.get(spec.source)
             if (k is None or id(k) in used or k.result is not spec.source or _shape(k.result) != full_shape
@@ -830,7 +866,7 @@ def _build(template: ReduceKernel, pieces: list, full_shape, row_shape):
     if index is not None:
         level[index] = "index"
     if k.spec.full is not None:
-        level[template.core] = "full"
+        level[k.full_node] = "full"
     for lvl, piece in pieces:
         for n in (piece.nodes if isinstance(piece, FusedKernel) else [piece.node]):
             level[n] = lvl
@@ -851,8 +887,6 @@ def _build(template: ReduceKernel, pieces: list, full_shape, row_shape):
         else:
             return None  # a prologue value, an expand or a whole tuple needed outside
     if not k.outputs:
-        return None
-    if any(n.target is operator.getitem and lvl == "core" for n, lvl in level.items()) and not k.spec.row:
         return None
     for lst in (k.prologue, k.row_nodes, k.full_nodes, k.row_outputs, k.index_outputs, k.full_outputs):
         lst.sort(key=_position)
@@ -1018,8 +1052,9 @@ class _Printer:
                 extra.append(i)
                 expr = expr.replace("{" + role + "}", f"a{i}")
             lines.append(f"    const float x = {names[spec.source.name]};")
-            lines.append(f"    const float v_{k.core.name} = {expr};  // {k.core.target}")
-            names[k.core.name] = f"v_{k.core.name}"
+            full = k.full_node
+            lines.append(f"    const float v_{full.name} = {expr};  // {k.core.target}")
+            names[full.name] = f"v_{full.name}"
         for n in k.full_nodes:
             for a in _node_args(n):
                 if isinstance(a, torch.fx.Node) and a.name not in names:
