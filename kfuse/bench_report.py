@@ -442,8 +442,8 @@ def render_html(records: list[dict], summary: dict, meta: dict, plots: dict[str,
         out.append("<p>Nothing: in the problems kfuse optimized, every op went into a fused kernel.</p>")
     else:
         out.append("<p>Not applicable: the candidates were given, not optimized by kfuse.</p>")
-    out.append(f"<div class='note'>Files: <code>results.json</code> (every number here), <code>verdicts/</code> "
-               f"(each problem's full verdict), PNG plots beside this file.</div></main></body></html>")
+    out.append("<div class='note'>Files: <code>results.json</code> (every number here), <code>verdicts/</code> "
+               "(each problem's full verdict), PNG plots beside this file.</div></main></body></html>")
     return "\n".join(out)
 
 
