@@ -30,6 +30,7 @@ from typing import Callable
 
 from kfuse import __version__
 from kfuse.errors import UsageError
+from kfuse.loader import top_level_names
 
 SCHEMA = "kfuse.bench/1"
 CANDIDATE_SUFFIXES = (".py", "_new.py", ".txt", ".md")
@@ -68,7 +69,7 @@ class Problem:
 # ---------------------------------------------------------------------------------------------------- discovery
 
 def defines_problem(tree: ast.Module) -> bool:
-    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    names = top_level_names(tree)
     return "Model" in names and "get_inputs" in names
 
 

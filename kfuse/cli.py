@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from kfuse import PRECISIONS
 from kfuse.errors import UsageError
 
 EXIT_CORRECT, EXIT_VERDICT, EXIT_USAGE = 0, 1, 2
@@ -67,7 +68,7 @@ def main() -> None:
 @click.option("--memory-limit", "memory_limit_gb", type=float, default=None,
               help="Host-memory cap for the worker in GiB (CPU target; default 3/4 of RAM).")
 @click.option("--all-trials", is_flag=True, help="Run every trial even after one fails.")
-@click.option("--precision", type=click.Choice(["fp32", "tf32"]), default="fp32", show_default=True,
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
               help="fp32: PyTorch's default math; tf32: TF32 allowed for reference and candidate (labelled).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the verdict as JSON (schema: docs/verdict.md).")
@@ -89,7 +90,7 @@ def check_command(problem, candidate, device, trials, timeout, seed, compile_mod
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write ModelNew (default: <problem>_new.py beside the problem).")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
-@click.option("--precision", type=click.Choice(["fp32", "tf32"]), default="fp32", show_default=True,
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
               help="tf32: convolutions may run channels-last in TF32; judged against a TF32 reference (labelled).")
 @click.option("--no-check", is_flag=True, help="Write the file without judging it.")
 @click.option("--no-timing", is_flag=True, help="Judge correctness only.")

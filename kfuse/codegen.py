@@ -243,15 +243,16 @@ def _op_function(kernel: FusedKernel) -> str:
     return f"KF_INLINE float {kernel.name}_op({params}) {{\n{body}\n    return {result};\n}}\n"
 
 
-def _offsets(n_inputs: int, index: str) -> str:
+def _offsets(operands: list[str], index: str, index_t: str = "index_t", indent: int = 8) -> str:
     """C++ that computes each operand's element offset for output element `index` (general indexing)."""
-    decl = "".join(f"        index_t off{k} = 0;\n" for k in range(n_inputs))
-    acc = "".join(f" off{k} += c * o{k}.strides[d];" for k in range(n_inputs))
-    return (f"{decl}        index_t rest = {index};\n"
-            f"        for (int d = shape.ndim - 1; d >= 0; --d) {{\n"
-            f"            const index_t c = rest % (index_t)shape.sizes[d];\n"
-            f"            rest /= (index_t)shape.sizes[d];{acc}\n"
-            f"        }}\n")
+    pad = " " * indent
+    decl = "".join(f"{pad}{index_t} off{k} = 0;\n" for k in range(len(operands)))
+    acc = "".join(f" off{k} += c * {o}.strides[d];" for k, o in enumerate(operands))
+    return (f"{decl}{pad}{index_t} rest = {index};\n"
+            f"{pad}for (int d = shape.ndim - 1; d >= 0; --d) {{\n"
+            f"{pad}    const {index_t} c = rest % ({index_t})shape.sizes[d];\n"
+            f"{pad}    rest /= ({index_t})shape.sizes[d];{acc}\n"
+            f"{pad}}}\n")
 
 
 def _cuda_kernels(kernel: FusedKernel) -> str:
@@ -292,7 +293,7 @@ template <typename index_t>
 __global__ void {kernel.name}_general({operands}, kf::Shape shape, float* __restrict__ out) {{
     const index_t stride = (index_t)blockDim.x * gridDim.x;
     for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < (index_t)shape.numel; i += stride) {{
-{_offsets(n, "i")}        out[i] = {kernel.name}_op({general_loads});
+{_offsets([f"o{k}" for k in range(n)], "i")}        out[i] = {kernel.name}_op({general_loads});
     }}
 }}
 
@@ -390,13 +391,7 @@ def _cpu_kernel(kernel: FusedKernel) -> str:
     n = len(kernel.inputs)
     dense_loads = ", ".join(f"kf::load(o[{k}], i)" for k in range(n))
     general_loads = ", ".join(f"o[{k}].data[off{k}]" for k in range(n))
-    decl = "".join(f"                int64_t off{k} = 0;\n" for k in range(n))
-    acc = "".join(f" off{k} += c * o[{k}].strides[d];" for k in range(n))
-    offsets = (f"{decl}                int64_t rest = i;\n"
-               f"                for (int d = shape.ndim - 1; d >= 0; --d) {{\n"
-               f"                    const int64_t c = rest % shape.sizes[d];\n"
-               f"                    rest /= shape.sizes[d];{acc}\n"
-               f"                }}\n")
+    offsets = _offsets([f"o[{k}]" for k in range(n)], "i", "int64_t", indent=16)
     return f"""
 void {kernel.name}_run(const kf::Operand* o, const kf::Shape& shape, float* out) {{
     bool dense = true;

@@ -50,7 +50,8 @@ def describe_structure(s) -> str:
     return s[0]
 
 
-def _flat_chunks(*tensors: torch.Tensor):
+def float64_chunks(*tensors: torch.Tensor):
+    """The tensors flattened, a float64 chunk at a time (a 6.4 GB output in float64 at once would not fit)."""
     flats = [t.reshape(-1) for t in tensors]
     n = flats[0].numel()
     for start in range(0, n, CHUNK):
@@ -138,7 +139,7 @@ def compare_tensor(path: str, cand: torch.Tensor, ref: torch.Tensor, truth: torc
 
     worst_flat, e_ref, e_cand, max_truth, ref_misses = -1, 0.0, 0.0, 0.0, 0
     tensors = (cand, ref) if truth is None else (cand, ref, truth)
-    for start, chunk in _flat_chunks(*tensors):
+    for start, chunk in float64_chunks(*tensors):
         c, r = chunk[0], chunk[1]
         finite_r = torch.isfinite(r)
         report.new_nonfinite += int((finite_r & ~torch.isfinite(c)).sum())

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from kfuse import __version__
+from kfuse import PRECISIONS, __version__
 from kfuse.errors import UsageError
 from kfuse.extract import ExtractionError
 from kfuse.loader import check_problem_source, parse_python, read_candidate, top_level_names
@@ -88,8 +88,8 @@ def check(problem: str | Path, candidate: str | Path, options: CheckOptions,
     if options.trials < 5:
         raise UsageError(f"--trials must be at least 5 (got {options.trials})")
     check_problem_source(problem)  # parsed here, imported by the worker
-    if options.precision not in ("fp32", "tf32"):
-        raise UsageError(f"--precision must be fp32 or tf32 (got {options.precision!r})")
+    if options.precision not in PRECISIONS:
+        raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)} (got {options.precision!r})")
     if options.device not in ("cuda", "cpu"):
         raise UsageError(f"--device must be cuda or cpu (got {options.device!r})")
     if options.device == "cuda":

@@ -16,7 +16,8 @@ from kfuse.codegen import generate
 from kfuse.emit import EmitError, emit
 from kfuse.errors import UsageError
 from kfuse.loader import check_problem_source
-from kfuse.plan import PRECISIONS, plan
+from kfuse import PRECISIONS
+from kfuse.plan import plan
 from kfuse.problem import ProblemError, build_reference, load_problem, make_inputs
 
 

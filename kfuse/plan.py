@@ -38,7 +38,6 @@ CHANNELS_LAST_CONVS = {"aten.conv2d.default", "aten.conv3d.default"}
 BIASED_CONVS = {"aten.conv1d.default": 1, "aten.conv2d.default": 2, "aten.conv3d.default": 3,
                 "aten.convolution.default": None, "aten.conv_transpose1d.default": 1,
                 "aten.conv_transpose2d.input": 2, "aten.conv_transpose3d.input": 3}
-PRECISIONS = ("fp32", "tf32")
 
 
 @dataclass
@@ -190,7 +189,7 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
 
 def _move_conv_bias(kernel: FusedKernel, steps: list[Step]) -> None:
     """A batched convolution feeding this kernel alone (in place) gives its bias to the kernel."""
-    call = next((s for s in steps if isinstance(s, LibraryCall) and s.node.name == kernel.write_into), None)
+    call = _anchor_written(kernel, steps)
     if call is None or str(call.node.target) not in BIASED_CONVS or len(call.node.args) < 3:
         return
     bias, out = call.node.args[2], tensor_meta(call.node)
@@ -205,9 +204,14 @@ def _move_conv_bias(kernel: FusedKernel, steps: list[Step]) -> None:
         kernel.inputs.append(bias.name)
 
 
+def _anchor_written(kernel: FusedKernel, steps: list[Step]) -> LibraryCall | None:
+    """The library call whose output this kernel overwrites in place (it reads nothing else of it)."""
+    return next((s for s in steps if isinstance(s, LibraryCall) and s.node.name == kernel.write_into), None)
+
+
 def _read_conv_channels_last(kernel: FusedKernel, steps: list[Step]) -> None:
     """A 2D/3D convolution feeding this kernel alone runs channels-last; the kernel transposes as it goes."""
-    call = next((s for s in steps if isinstance(s, LibraryCall) and s.node.name == kernel.write_into), None)
+    call = _anchor_written(kernel, steps)
     if call is None or str(call.node.target) not in CHANNELS_LAST_CONVS or tensor_meta(call.node).dim() not in (4, 5):
         return  # (an unbatched input has no channels-last layout)
     call.channels_last = True

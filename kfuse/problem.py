@@ -106,9 +106,6 @@ def rerandomise(model: torch.nn.Module, seed: int, scales: dict[str, tuple[float
             named[name].copy_(fresh.to(named[name].dtype))
 
 
-PRECISIONS = ("fp32", "tf32")
-
-
 def apply_precision(precision: str) -> None:
     """The math PyTorch may use for this run. fp32: PyTorch's defaults (TF32 off for matmuls; cuDNN may pick TF32
     convolutions). tf32: TF32 allowed for matmuls and convolutions alike, for the reference and the candidate."""

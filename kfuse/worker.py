@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from kfuse import roofline, wire
-from kfuse.compare import compare_outputs, leaves, same_bits
+from kfuse.compare import compare_outputs, float64_chunks, leaves, same_bits
 from kfuse.problem import (L2Flush, ProblemError, build_reference, describe_exception, load_problem, make_inputs,
                            apply_precision, refill, release_cached_memory, rerandomise, strided, synchronize,
                            time_one_call, weight_scales)
@@ -367,13 +367,10 @@ class Judgement:
         return self.report
 
 
-def _close(a: torch.Tensor, b: torch.Tensor, chunk: int = 1 << 26) -> bool:
-    """allclose at 1e-4, in float64, a chunk at a time (a whole 6.4 GB output in float64 would not fit twice)."""
-    if a.shape != b.shape:
-        return False
-    a, b = a.reshape(-1), b.reshape(-1)
-    return all(torch.allclose(x.double(), y.double(), rtol=1e-4, atol=1e-4, equal_nan=True)
-               for x, y in zip(a.split(chunk), b.split(chunk)))
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """allclose at 1e-4, in float64, a chunk at a time."""
+    return a.shape == b.shape and all(torch.allclose(x, y, rtol=1e-4, atol=1e-4, equal_nan=True)
+                                      for _, (x, y) in float64_chunks(a, b))
 
 
 def environment(device: torch.device) -> dict:
