@@ -209,7 +209,7 @@ def main(read_fd: int, write_fd: int) -> int:
         del reply
         # Cached blocks go back to the driver between trials (the worker may need them for a 6 GB problem), but
         # never between timed calls: the reference keeps its cache while timed, so the candidate keeps its own
-        # (an empty cache costs a cudaMalloc of every output on every call: +40 us on a+b, +0.5 ms on a conv).
+        # (an empty cache costs a cudaMalloc of every output on every call: +0.4 ms on the conv seed).
         if sandbox.device is not None and command not in TIMING_COMMANDS:
             release_cached_memory(sandbox.device)
 
