@@ -95,6 +95,12 @@ class Plan:
         return [s for s in self.steps if isinstance(s, LibraryCall)]
 
     @property
+    def convolutions(self) -> list:
+        """Convolution kernels with their epilogues (kfuse.conv.ConvKernel)."""
+        from kfuse.conv import ConvKernel
+        return [s for s in self.steps if isinstance(s, ConvKernel)]
+
+    @property
     def reductions(self) -> list:
         """Fused reduction kernels (kfuse.reduce.ReduceKernel)."""
         from kfuse.reduce import ReduceKernel
@@ -184,6 +190,8 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
             kernel.name = _unique(_kernel_name(kernel), names)
             if target == "cuda" and precision == "tf32":
                 _read_conv_channels_last(kernel, steps)
+    from kfuse import conv  # convolutions become kfuse kernels with their epilogue (kfuse/conv.py)
+    steps = conv.fuse_convolutions(steps, names, _unique, target)
     return Plan(steps)
 
 

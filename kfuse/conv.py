@@ -1,0 +1,581 @@
+"""Convolutions as kfuse kernels: conv1d/2d/3d (stride, padding, dilation, groups) with the pointwise epilogue
+after them computed in registers, the output written once.
+
+Planning: a convolution library call, and the fused pointwise kernel the planner wrote in place into its output
+(with the convolution's bias moved into it), become one ConvKernel step. A convolution with nothing after it
+becomes one too (its bias is its epilogue). What the templates do not cover stays a library call.
+
+Printing, CUDA: an implicit GEMM on FFMA (exact fp32, the same products PyTorch sums, in another order).
+  GEMM view: M = output channels of a group, N = output pixels (batch x spatial, flattened), K = input
+  channels of a group x kernel taps. A block computes BM = 8*TM channels x 256 pixels; each of its 256 threads
+  TM channels x 8 pixels (two runs of 4 adjacent pixels, so every output row is a float4 store). K advances
+  8 at a time through double-buffered shared memory: the weights as they are, the input gathered (im2col on the
+  fly, zero outside the padding) by one pixel column per thread, loads of the next step in flight during the
+  FFMAs of this one. Groups with few output channels (depthwise) take a direct kernel: one thread per output.
+Printing, CPU: for each (image, output channel) plane, the taps accumulate into a row buffer in the same
+  (input channel, tap) order, then the epilogue runs over the plane.
+The epilogue is the pointwise kernel's own op function (codegen._op_function): one expression table for all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from kfuse.plan import FUSABLE_DTYPES, FusedKernel, LibraryCall, tensor_meta
+
+# aten op -> (spatial dims, None for any; argument positions of stride, padding, dilation, groups)
+CONVOLUTIONS = {
+    "aten.conv1d.default": 1,
+    "aten.conv2d.default": 2,
+    "aten.conv3d.default": 3,
+    "aten.convolution.default": None,
+}
+
+
+@dataclass
+class ConvKernel:
+    name: str
+    conv: torch.fx.Node                       # the aten convolution
+    epilogue: FusedKernel | None              # the pointwise kernel that wrote in place into its output
+    spatial: int                              # 1, 2 or 3
+    stride: list[int]
+    padding: list[int]
+    dilation: list[int]
+    groups: int
+    operands: list[str] = field(default_factory=list)   # epilogue inputs; the convolution's own name is the sum
+
+    @property
+    def input(self) -> str:
+        return self.conv.args[0].name
+
+    @property
+    def weight(self) -> str:
+        return self.conv.args[1].name
+
+    @property
+    def bias(self) -> str | None:
+        """The bias the kernel adds itself (not moved into a pointwise kernel)."""
+        if self.epilogue is not None:
+            return None
+        bias = self.conv.args[2] if len(self.conv.args) > 2 else self.conv.kwargs.get("bias")
+        return bias.name if isinstance(bias, torch.fx.Node) else None
+
+    @property
+    def result(self) -> torch.fx.Node:
+        return self.epilogue.result if self.epilogue is not None else self.conv
+
+    @property
+    def nodes(self) -> list[torch.fx.Node]:
+        return [self.conv] + (self.epilogue.nodes if self.epilogue is not None else [])
+
+    @property
+    def ops(self) -> list[str]:
+        moved = self.epilogue.ops if self.epilogue is not None else (["kfuse.bias"] if self.bias else [])
+        return [str(self.conv.target)] + moved
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Planning
+
+
+def _ints(value, count: int) -> list[int] | None:
+    value = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return None
+    if len(value) == 1:
+        value = value * count
+    return value if len(value) == count else None
+
+
+def conv_spec(node: torch.fx.Node) -> dict | None:
+    """stride/padding/dilation/groups of a convolution the templates cover, or None (it stays a library call)."""
+    target = str(node.target)
+    if node.op != "call_function" or target not in CONVOLUTIONS:
+        return None
+    from kfuse.codegen import boxed_arguments
+    values = boxed_arguments(node)
+    if target == "aten.convolution.default":
+        x, w, b, stride, padding, dilation, transposed, _, groups = values
+        if transposed:
+            return None
+    else:
+        x, w, b, stride, padding, dilation, groups = values
+    out, xm, wm = tensor_meta(node), tensor_meta(x), tensor_meta(w)
+    if out is None or xm is None or wm is None or out.dim() < 3 or out.dim() > 5:
+        return None  # (an unbatched input has rank spatial + 1: left to the library)
+    spatial = out.dim() - 2
+    if CONVOLUTIONS[target] not in (None, spatial) or xm.dim() != out.dim() or wm.dim() != out.dim():
+        return None
+    if {out.dtype, xm.dtype, wm.dtype} - FUSABLE_DTYPES:
+        return None
+    if b is not None and (tensor_meta(b) is None or tensor_meta(b).dtype not in FUSABLE_DTYPES):
+        return None
+    spec = {"spatial": spatial, "stride": _ints(stride, spatial), "padding": _ints(padding, spatial),
+            "dilation": _ints(dilation, spatial), "groups": groups}
+    if any(v is None for v in spec.values()) or not isinstance(groups, int):
+        return None
+    return spec
+
+
+def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str) -> list:
+    """Replace each covered convolution library call (with the pointwise kernel written in place into its output)
+    by a ConvKernel step, placed where that kernel was (every epilogue operand exists by then)."""
+    out = list(steps)
+    for call in [s for s in steps if isinstance(s, LibraryCall) and s.anchor and not s.channels_last]:
+        spec = conv_spec(call.node)
+        if spec is None:
+            continue
+        epilogue = next((s for s in out if isinstance(s, FusedKernel) and s.write_into == call.node.name
+                         and s.channels_last_input is None), None)
+        at = _index(out, call)
+        if epilogue is not None and _writes_between(out, at, _index(out, epilogue)):
+            epilogue = None  # an in-place op between them: the convolution must read its input before it
+        if epilogue is None and call.bias_moved:
+            continue  # (cannot happen: a moved bias always has its kernel)
+        kernel = ConvKernel("", call.node, epilogue, **spec)
+        kernel.operands = list(epilogue.inputs) if epilogue is not None else \
+            [call.node.name] + ([kernel.bias] if kernel.bias else [])
+        kernel.name = unique(_kernel_name(kernel), names)
+        out[at] = None
+        if epilogue is not None:
+            out[_index(out, epilogue)] = kernel
+        else:
+            out[at] = kernel
+        out = [s for s in out if s is not None]
+    return out
+
+
+def _index(steps: list, step) -> int:
+    return next(i for i, s in enumerate(steps) if s is step)
+
+
+def _writes_between(steps: list, begin: int, end: int) -> bool:
+    from kfuse.plan import _mutates
+    return any(isinstance(s, LibraryCall) and _mutates(s.node) for s in steps[begin + 1:end])
+
+
+def _kernel_name(kernel: ConvKernel) -> str:
+    name = f"conv{kernel.spatial}d"
+    if kernel.epilogue is not None:
+        name += kernel.epilogue.name.removeprefix("fused")
+    elif kernel.bias:
+        name += "_bias"
+    return name if len(name) <= 60 else name[:60].rstrip("_")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Printing: shared structs, the CUDA templates, the CPU loop, the host wrapper
+
+CONV_COMMON = r"""
+namespace kf {
+// A convolution's sizes, spatial dims padded to 3 at the front (conv1d: 1 x 1 x W).
+struct ConvGeom {
+    int64_t batch, in_channels, out_channels, groups, in_per_group, out_per_group;
+    int in_size[3], out_size[3], kernel[3], stride[3], padding[3], dilation[3];
+    int64_t in_plane, out_plane;   // spatial elements of one input / output channel
+    int64_t taps, k_per_group;     // kernel taps, and in_per_group * taps (the GEMM's K)
+    int64_t pixels;                // batch * out_plane (the GEMM's N)
+};
+// One epilogue operand at output element (n, c, s), s the spatial index in its plane.
+struct ConvOperand {
+    const float* data;
+    int mode;                      // 0: one value; 1: laid out like the output; 2: one value per channel; 3: strided
+    int64_t stride_n, stride_c, stride_s[3];
+};
+KF_HD float conv_operand(const ConvOperand& o, int64_t n, int64_t c, int64_t s, const ConvGeom& g) {
+    if (o.mode == 0) return o.data[0];
+    if (o.mode == 1) return o.data[(n * g.out_channels + c) * g.out_plane + s];
+    if (o.mode == 2) return o.data[c * o.stride_c];
+    const int64_t x = s % g.out_size[2], y = s / g.out_size[2] % g.out_size[1], z = s / g.out_size[2] / g.out_size[1];
+    return o.data[n * o.stride_n + c * o.stride_c + z * o.stride_s[0] + y * o.stride_s[1] + x * o.stride_s[2]];
+}
+}  // namespace kf
+"""
+
+CONV_HOST_RUNTIME = r"""
+namespace kf {
+// Checks a convolution's operands and returns its geometry (sizes as PyTorch computes them).
+inline ConvGeom conv_geometry(const at::Tensor& x, const at::Tensor& w, int spatial, const int* stride,
+                              const int* padding, const int* dilation, int64_t groups) {
+    TORCH_CHECK(x.dim() == spatial + 2 && w.dim() == spatial + 2, "kfuse convolution: expected a batched input");
+    TORCH_CHECK(x.scalar_type() == at::kFloat && w.scalar_type() == at::kFloat, "kfuse convolution: float32 only");
+    TORCH_CHECK(x.device() == w.device(), "kfuse convolution: operands on different devices");
+    TORCH_CHECK(x.size(1) == w.size(1) * groups && w.size(0) % groups == 0, "kfuse convolution: channels do not match");
+    ConvGeom g;
+    g.batch = x.size(0); g.in_channels = x.size(1); g.out_channels = w.size(0); g.groups = groups;
+    g.in_per_group = x.size(1) / groups; g.out_per_group = w.size(0) / groups;
+    g.in_plane = g.out_plane = g.taps = 1;
+    for (int d = 0; d < 3; ++d) {
+        const int at_d = d - (3 - spatial);  // leading dims of conv1d/conv2d: size 1
+        const bool real = at_d >= 0;
+        g.in_size[d] = real ? (int)x.size(2 + at_d) : 1;
+        g.kernel[d] = real ? (int)w.size(2 + at_d) : 1;
+        g.stride[d] = real ? stride[at_d] : 1;
+        g.padding[d] = real ? padding[at_d] : 0;
+        g.dilation[d] = real ? dilation[at_d] : 1;
+        const int64_t span = (int64_t)g.dilation[d] * (g.kernel[d] - 1) + 1;
+        const int64_t out = ((int64_t)g.in_size[d] + 2 * g.padding[d] - span) / g.stride[d] + 1;
+        TORCH_CHECK(out > 0, "kfuse convolution: the kernel is larger than the padded input");
+        g.out_size[d] = (int)out;
+        g.in_plane *= g.in_size[d]; g.out_plane *= out; g.taps *= g.kernel[d];
+    }
+    g.k_per_group = g.in_per_group * g.taps;
+    g.pixels = g.batch * g.out_plane;
+    return g;
+}
+// The epilogue operands, broadcast to the output's shape (kf::prepare), in the form the kernels read.
+inline void conv_operands(const Operand* o, const Shape& shape, int count, int spatial, ConvOperand* out) {
+    for (int k = 0; k < count; ++k) {
+        out[k].data = o[k].data;
+        out[k].stride_n = o[k].strides[0];
+        out[k].stride_c = o[k].strides[1];
+        bool per_channel = o[k].strides[0] == 0;
+        for (int d = 0; d < 3; ++d) {
+            const int at_d = 2 + d - (3 - spatial);
+            out[k].stride_s[d] = at_d >= 2 ? o[k].strides[at_d] : 0;
+            per_channel = per_channel && out[k].stride_s[d] == 0;
+        }
+        out[k].mode = o[k].step == 0 ? 0 : o[k].step == 1 ? 1 : per_channel ? 2 : 3;
+    }
+}
+}  // namespace kf
+"""
+
+# The CUDA kernels, templated on the epilogue functor: `epi(sum, n, c, s, g)` gives the value written.
+CONV_CUDA_TEMPLATES = r"""
+namespace kf {
+constexpr int CONV_THREADS = 256, CONV_BN = 256, CONV_BK = 8;
+
+// Implicit GEMM: a block computes 8*TM output channels of one group x 256 output pixels.
+template <int TM, class Epilogue>
+__global__ void __launch_bounds__(CONV_THREADS, 2)
+conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g, const Epilogue epi,
+           float* __restrict__ out) {
+    constexpr int BM = 8 * TM, BN = CONV_BN, BK = CONV_BK;
+    constexpr int A_LOADS = (BM * BK + CONV_THREADS - 1) / CONV_THREADS;
+    __shared__ __align__(16) float As[2][BK][BM];
+    __shared__ __align__(16) float Bs[2][BK][BN];
+    const int tid = threadIdx.x, tx = tid & 31, ty = tid >> 5;
+    const int64_t m_tiles = (g.out_per_group + BM - 1) / BM;
+    const int64_t group = blockIdx.y / m_tiles, m0 = (blockIdx.y % m_tiles) * BM;
+    const int64_t p0 = (int64_t)blockIdx.x * BN, K = g.k_per_group;
+
+    // The pixel whose input column this thread gathers.
+    const int64_t p = p0 + tid;
+    const bool p_ok = p < g.pixels;
+    const int64_t n = p_ok ? p / g.out_plane : 0, s = p_ok ? p % g.out_plane : 0;
+    const int ox = (int)(s % g.out_size[2]), oy = (int)(s / g.out_size[2] % g.out_size[1]);
+    const int oz = (int)(s / g.out_size[2] / g.out_size[1]);
+    const int iz0 = oz * g.stride[0] - g.padding[0], iy0 = oy * g.stride[1] - g.padding[1];
+    const int ix0 = ox * g.stride[2] - g.padding[2];
+    const float* xg = x + (n * g.in_channels + group * g.in_per_group) * g.in_plane;
+    const float* wg = w + group * g.out_per_group * K;
+
+    float a_next[A_LOADS], b_next[BK];
+    auto gather = [&](int64_t k0) {
+        #pragma unroll
+        for (int j = 0; j < A_LOADS; ++j) {
+            const int e = tid + j * CONV_THREADS, m = e / BK, kk = e % BK;
+            const int64_t co = m0 + m, k = k0 + kk;
+            a_next[j] = (e < BM * BK && co < g.out_per_group && k < K) ? __ldg(wg + co * K + k) : 0.0f;
+        }
+        // (input channel, tap) of k0, then walked one tap at a time: no division per element
+        int64_t ci = k0 / g.taps;
+        int r = (int)(k0 % g.taps);
+        int kx = r % g.kernel[2], ky = r / g.kernel[2] % g.kernel[1], kz = r / g.kernel[2] / g.kernel[1];
+        #pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            const int iz = iz0 + kz * g.dilation[0], iy = iy0 + ky * g.dilation[1], ix = ix0 + kx * g.dilation[2];
+            const bool inside = p_ok && k0 + kk < K && (unsigned)iz < (unsigned)g.in_size[0]
+                                && (unsigned)iy < (unsigned)g.in_size[1] && (unsigned)ix < (unsigned)g.in_size[2];
+            b_next[kk] = inside ? __ldg(xg + ci * g.in_plane + ((int64_t)iz * g.in_size[1] + iy) * g.in_size[2] + ix)
+                                : 0.0f;
+            if (++kx == g.kernel[2]) { kx = 0; if (++ky == g.kernel[1]) { ky = 0; if (++kz == g.kernel[0]) { kz = 0; ++ci; } } }
+        }
+    };
+    auto stage = [&](int buf) {
+        #pragma unroll
+        for (int j = 0; j < A_LOADS; ++j) {
+            const int e = tid + j * CONV_THREADS;
+            if (e < BM * BK) As[buf][e % BK][e / BK] = a_next[j];
+        }
+        #pragma unroll
+        for (int kk = 0; kk < BK; ++kk) Bs[buf][kk][tid] = b_next[kk];
+    };
+
+    float acc[TM][8];
+    #pragma unroll
+    for (int i = 0; i < TM; ++i)
+        #pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+
+    gather(0);
+    stage(0);
+    __syncthreads();
+    int buf = 0;
+    for (int64_t k0 = 0; k0 < K; k0 += BK) {
+        const bool more = k0 + BK < K;
+        if (more) gather(k0 + BK);  // in flight during the FFMAs below
+        #pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            float a[TM], b[8];
+            #pragma unroll
+            for (int i = 0; i < TM; i += 2) {
+                const float2 v = *reinterpret_cast<const float2*>(&As[buf][kk][ty * TM + i]);
+                a[i] = v.x; a[i + 1] = v.y;
+            }
+            const float4 b0 = *reinterpret_cast<const float4*>(&Bs[buf][kk][tx * 4]);
+            const float4 b1 = *reinterpret_cast<const float4*>(&Bs[buf][kk][128 + tx * 4]);
+            b[0] = b0.x; b[1] = b0.y; b[2] = b0.z; b[3] = b0.w; b[4] = b1.x; b[5] = b1.y; b[6] = b1.z; b[7] = b1.w;
+            #pragma unroll
+            for (int i = 0; i < TM; ++i)
+                #pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        if (more) stage(buf ^ 1);
+        __syncthreads();
+        buf ^= 1;
+    }
+
+    // Epilogue: each run of 4 adjacent pixels is one float4 store when it lies in one image and is aligned.
+    #pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int64_t q = p0 + half * 128 + tx * 4;
+        if (q >= g.pixels) continue;
+        const int64_t qn = q / g.out_plane, qs = q % g.out_plane;
+        const bool run = qs + 3 < g.out_plane;
+        #pragma unroll
+        for (int i = 0; i < TM; ++i) {
+            const int64_t co = m0 + ty * TM + i;
+            if (co >= g.out_per_group) continue;
+            const int64_t c = group * g.out_per_group + co;
+            float* dst = out + (qn * g.out_channels + c) * g.out_plane + qs;
+            const float* v = &acc[i][half * 4];
+            if (run && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+                *reinterpret_cast<float4*>(dst) = make_float4(epi(v[0], qn, c, qs, g), epi(v[1], qn, c, qs + 1, g),
+                                                              epi(v[2], qn, c, qs + 2, g), epi(v[3], qn, c, qs + 3, g));
+            } else {
+                for (int j = 0; j < 4 && q + j < g.pixels; ++j) {
+                    const int64_t pn = (q + j) / g.out_plane, ps = (q + j) % g.out_plane;
+                    out[(pn * g.out_channels + c) * g.out_plane + ps] = epi(v[j], pn, c, ps, g);
+                }
+            }
+        }
+    }
+}
+
+// Direct: one thread per output element (groups with few output channels: depthwise).
+template <class Epilogue>
+__global__ void conv_direct(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g,
+                            const Epilogue epi, float* __restrict__ out) {
+    const int64_t total = g.pixels * g.out_channels;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)blockDim.x * gridDim.x) {
+        const int64_t s = i % g.out_plane, c = i / g.out_plane % g.out_channels, n = i / g.out_plane / g.out_channels;
+        const int ox = (int)(s % g.out_size[2]), oy = (int)(s / g.out_size[2] % g.out_size[1]);
+        const int oz = (int)(s / g.out_size[2] / g.out_size[1]);
+        const int64_t group = c / g.out_per_group;
+        const float* xc = x + (n * g.in_channels + group * g.in_per_group) * g.in_plane;
+        const float* wc = w + c * g.k_per_group;
+        float sum = 0.0f;
+        for (int64_t ci = 0; ci < g.in_per_group; ++ci, xc += g.in_plane) {
+            for (int kz = 0; kz < g.kernel[0]; ++kz) {
+                const int iz = oz * g.stride[0] - g.padding[0] + kz * g.dilation[0];
+                for (int ky = 0; ky < g.kernel[1]; ++ky) {
+                    const int iy = oy * g.stride[1] - g.padding[1] + ky * g.dilation[1];
+                    for (int kx = 0; kx < g.kernel[2]; ++kx, ++wc) {
+                        const int ix = ox * g.stride[2] - g.padding[2] + kx * g.dilation[2];
+                        if ((unsigned)iz < (unsigned)g.in_size[0] && (unsigned)iy < (unsigned)g.in_size[1]
+                            && (unsigned)ix < (unsigned)g.in_size[2])
+                            sum = fmaf(__ldg(wc), __ldg(xc + ((int64_t)iz * g.in_size[1] + iy) * g.in_size[2] + ix), sum);
+                    }
+                }
+            }
+        }
+        out[i] = epi(sum, n, c, s, g);
+    }
+}
+
+// Picks the kernel: the GEMM tile that wastes fewest channel rows, or the direct kernel for tiny groups.
+template <class Epilogue>
+void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out, int sms,
+                  cudaStream_t stream) {
+    if (g.out_per_group < CONV_DIRECT_BELOW) {
+        const int64_t total = g.pixels * g.out_channels;
+        const unsigned blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, (int64_t)sms * 32));
+        conv_direct<Epilogue><<<blocks, 256, 0, stream>>>(x, w, g, epi, out);
+        return;
+    }
+    const int bm = g.out_per_group > 32 ? 64 : g.out_per_group > 16 ? 32 : 16;
+    const dim3 grid((unsigned)((g.pixels + CONV_BN - 1) / CONV_BN),
+                    (unsigned)(g.groups * ((g.out_per_group + bm - 1) / bm)));
+    if (bm == 64) conv_igemm<8, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
+    else if (bm == 32) conv_igemm<4, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
+    else conv_igemm<2, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
+}
+}  // namespace kf
+"""
+
+# Below this many output channels per group the direct kernel runs (a GEMM tile of 16 would idle its rows).
+CONV_DIRECT_BELOW = 8
+
+# The CPU loop: per (image, output channel) plane, every (input channel, tap) adds a shifted input row.
+CONV_CPU_TEMPLATE = r"""
+namespace kf {
+template <class Epilogue>
+void conv_forward_cpu(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out) {
+    at::parallel_for(0, g.batch * g.out_channels, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t plane = begin; plane < end; ++plane) {
+            const int64_t n = plane / g.out_channels, c = plane % g.out_channels, group = c / g.out_per_group;
+            float* o = out + plane * g.out_plane;
+            std::fill(o, o + g.out_plane, 0.0f);
+            const float* wc = w + c * g.k_per_group;
+            for (int64_t ci = 0; ci < g.in_per_group; ++ci) {
+                const float* xc = x + (n * g.in_channels + group * g.in_per_group + ci) * g.in_plane;
+                for (int kz = 0; kz < g.kernel[0]; ++kz)
+                for (int ky = 0; ky < g.kernel[1]; ++ky)
+                for (int kx = 0; kx < g.kernel[2]; ++kx) {
+                    const float weight = *wc++;
+                    for (int oz = 0; oz < g.out_size[0]; ++oz) {
+                        const int iz = oz * g.stride[0] - g.padding[0] + kz * g.dilation[0];
+                        if (iz < 0 || iz >= g.in_size[0]) continue;
+                        for (int oy = 0; oy < g.out_size[1]; ++oy) {
+                            const int iy = oy * g.stride[1] - g.padding[1] + ky * g.dilation[1];
+                            if (iy < 0 || iy >= g.in_size[1]) continue;
+                            const float* row = xc + ((int64_t)iz * g.in_size[1] + iy) * g.in_size[2];
+                            float* orow = o + ((int64_t)oz * g.out_size[1] + oy) * g.out_size[2];
+                            for (int ox = 0; ox < g.out_size[2]; ++ox) {
+                                const int ix = ox * g.stride[2] - g.padding[2] + kx * g.dilation[2];
+                                if (ix >= 0 && ix < g.in_size[2]) orow[ox] += weight * row[ix];
+                            }
+                        }
+                    }
+                }
+            }
+            for (int64_t s = 0; s < g.out_plane; ++s) o[s] = epi(o[s], n, c, s, g);
+        }
+    });
+}
+}  // namespace kf
+"""
+
+
+@dataclass
+class ConvSources:
+    common: str        # structs for both sides of the CUDA target (or the one CPU file)
+    functions: str     # op functions of the epilogues (need the ops prelude before them)
+    device: str        # CUDA kernels + launchers, or the CPU loops
+    host: str          # ATen-side wrappers
+    declarations: str  # launcher declarations for the CUDA host file
+
+
+def _op_function(kernel: ConvKernel) -> str:
+    """The epilogue's expression: the pointwise kernel's own op function, or the bias add of a bare convolution."""
+    if kernel.epilogue is not None:
+        from kfuse.codegen import _op_function as pointwise_op_function
+        return pointwise_op_function(kernel.epilogue)
+    if kernel.bias:
+        return f"KF_INLINE float {kernel.name}_op(float a0, float a1) {{\n    return a0 + a1;  // the bias\n}}\n"
+    return f"KF_INLINE float {kernel.name}_op(float a0) {{\n    return a0;\n}}\n"
+
+
+def _op_name(kernel: ConvKernel) -> str:
+    return f"{kernel.epilogue.name}_op" if kernel.epilogue is not None else f"{kernel.name}_op"
+
+
+def _epilogue_functor(kernel: ConvKernel) -> str:
+    count = len(kernel.operands)
+    args = ", ".join("sum" if name == kernel.conv.name else f"kf::conv_operand(o[{k}], n, c, s, g)"
+                     for k, name in enumerate(kernel.operands))
+    return f"""
+// {kernel.name}: what runs on each sum before it is stored ({' -> '.join(kernel.ops[1:]) or 'nothing'})
+struct {kernel.name}_epilogue {{
+    kf::ConvOperand o[{count}];
+    KF_HD float operator()(float sum, int64_t n, int64_t c, int64_t s, const kf::ConvGeom& g) const {{
+        return {_op_name(kernel)}({args});
+    }}
+}};
+"""
+
+
+def _launcher(kernel: ConvKernel, target: str) -> str:
+    count = len(kernel.operands)
+    if target == "cuda":
+        signature = (f"void {kernel.name}_launch(const float* x, const float* w, const kf::ConvGeom& g, "
+                     f"const kf::ConvOperand* o, float* out, int sms, cudaStream_t stream)")
+        call = "    kf::conv_forward(x, w, g, epi, out, sms, stream);\n"
+    else:
+        signature = (f"void {kernel.name}_launch(const float* x, const float* w, const kf::ConvGeom& g, "
+                     f"const kf::ConvOperand* o, float* out)")
+        call = "    kf::conv_forward_cpu(x, w, g, epi, out);\n"
+    return (f"{signature} {{\n    {kernel.name}_epilogue epi;\n"
+            f"    for (int k = 0; k < {count}; ++k) epi.o[k] = o[k];\n{call}}}\n")
+
+
+def _host_wrapper(kernel: ConvKernel, target: str) -> str:
+    count = len(kernel.operands)
+    others = [k for k, name in enumerate(kernel.operands) if name != kernel.conv.name]
+    params = "".join(f", const at::Tensor& a{k}" for k in others)
+    inputs = ", ".join("&out" if name == kernel.conv.name else f"&a{k}" for k, name in enumerate(kernel.operands))
+    ints = lambda v: "{" + ", ".join(str(x) for x in v) + "}"  # noqa: E731
+    if target == "cuda":
+        launch = (f"    {kernel.name}_launch(x.data_ptr<float>(), w.data_ptr<float>(), g, conv_ops, "
+                  f"out.data_ptr<float>(),\n        kf::sm_count(out.get_device()), "
+                  f"c10::cuda::getCurrentCUDAStream());\n    C10_CUDA_KERNEL_LAUNCH_CHECK();\n")
+    else:
+        launch = (f"    {kernel.name}_launch(x.data_ptr<float>(), w.data_ptr<float>(), g, conv_ops, "
+                  f"out.data_ptr<float>());\n")
+    return f"""
+// {kernel.name}: {' -> '.join(kernel.ops)}, the output written once
+at::Tensor {kernel.name}(const at::Tensor& input, const at::Tensor& weight{params}) {{
+    const int stride[{kernel.spatial}] = {ints(kernel.stride)}, padding[{kernel.spatial}] = {ints(kernel.padding)};
+    const int dilation[{kernel.spatial}] = {ints(kernel.dilation)};
+    const at::Tensor x = input.contiguous(), w = weight.contiguous();
+    const kf::ConvGeom g = kf::conv_geometry(x, w, {kernel.spatial}, stride, padding, dilation, {kernel.groups});
+    std::vector<int64_t> sizes = {{g.batch, g.out_channels}};
+    for (int d = 3 - {kernel.spatial}; d < 3; ++d) sizes.push_back(g.out_size[d]);
+    at::Tensor out = at::empty(sizes, x.options().memory_format(at::MemoryFormat::Contiguous));
+    if (out.numel() == 0) return out;
+    kf::Operand operands[{count}];
+    kf::Shape shape;
+    const at::Tensor* inputs[{count}] = {{{inputs}}};
+    const at::Tensor same = kf::prepare(inputs, {count}, &out, operands, shape);
+    TORCH_CHECK(same.is_same(out), "kfuse convolution: an epilogue operand broadcasts beyond the output");
+    kf::ConvOperand conv_ops[{count}];
+    kf::conv_operands(operands, shape, {count}, {kernel.spatial}, conv_ops);
+{launch}    return out;
+}}
+"""
+
+
+def render(kernels: list[ConvKernel], target: str) -> ConvSources:
+    if not kernels:
+        return ConvSources("", "", "", "", "")
+    functions = "".join(_op_function(k) for k in kernels)
+    functors = "".join(_epilogue_functor(k) for k in kernels)
+    launchers = "".join(_launcher(k, target) for k in kernels)
+    templates = (f"namespace kf {{ constexpr int64_t CONV_DIRECT_BELOW = {CONV_DIRECT_BELOW}; }}\n"
+                 + CONV_CUDA_TEMPLATES if target == "cuda" else CONV_CPU_TEMPLATE)
+    declarations = ""
+    if target == "cuda":
+        declarations = "".join(f"void {k.name}_launch(const float* x, const float* w, const kf::ConvGeom& g, "
+                               f"const kf::ConvOperand* o, float* out, int sms, cudaStream_t stream);\n"
+                               for k in kernels)
+    host = CONV_HOST_RUNTIME + declarations + "".join(_host_wrapper(k, target) for k in kernels)
+    return ConvSources(CONV_COMMON, functions, templates + functors + launchers, host, declarations)
+
+
+def forward_lines(kernel: ConvKernel, names: dict[str, str]) -> list[str]:
+    """The line of `forward` that runs the convolution with its epilogue."""
+    from kfuse.codegen import _kernel_argument
+    args = [names[kernel.input], names[kernel.weight]]
+    for name in kernel.operands:
+        if name == kernel.conv.name:
+            continue
+        if kernel.epilogue is not None:
+            args.append(_kernel_argument(kernel.epilogue, name, names))
+        else:  # the bias, (C,) viewed as (C, 1, ...): one value per channel
+            args.append(f"{names[name]}.view({{{', '.join(['-1'] + ['1'] * kernel.spatial)}}})")
+    names[kernel.result.name] = kernel.result.name
+    return [f"    at::Tensor {kernel.result.name} = {kernel.name}({', '.join(args)});"]

@@ -1,0 +1,215 @@
+"""kfuse's convolution kernels (kfuse/conv.py) on a GPU: correctness on small irregular problems, then time against
+cuDNN on the suite's conv problems. One device call:
+
+    PYTHONPATH=. python scripts/bench/conv_kernels.py --out DIR [--variants]
+
+Phase 1: small problems (stride, padding, dilation, groups, depthwise, 1D/3D, epilogue operands of every mode,
+non-contiguous inputs) optimized for CUDA, built, and compared with float64 (error vs the fp32 reference's).
+Phase 2: full-size problems: eager Model (cuDNN + eager epilogue), cuDNN's convolution alone (with its bias), and
+the ModelNew, CUDA events with L2 flushed, median of 20. --variants also times the seed with other build options.
+Prints a table last and writes DIR/conv-kernels-<gpu>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import runpy
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from kfuse.optimize import optimize  # noqa: E402
+
+SMALL = {  # name: (module constructor, epilogue, input shapes)
+    "c2d_div_leaky": ("nn.Conv2d(5, 7, 3)", "torch.nn.functional.leaky_relu(y / 2, 0.01)", [(3, 5, 19, 23)]),
+    "c2d_s2_p1_d2_g2": ("nn.Conv2d(6, 10, (3, 2), stride=2, padding=1, dilation=2, groups=2, bias=False)", "y",
+                        [(2, 6, 17, 21)]),
+    "c1d_s3_p2_70": ("nn.Conv1d(5, 70, 5, stride=3, padding=2)", "torch.tanh(y)", [(3, 5, 101)]),
+    "c3d_bias_param": ("nn.Conv3d(4, 37, 3, padding=(1, 0, 2))", "torch.relu(y + self.extra) * 1.5",
+                       [(2, 4, 7, 9, 11)]),
+    "depthwise": ("nn.Conv2d(12, 12, 3, padding=1, groups=12)", "y", [(3, 12, 15, 17)]),
+    "depthwise_mult2": ("nn.Conv2d(6, 12, 5, padding=2, groups=6)", "torch.sigmoid(y)", [(2, 6, 13, 9)]),
+    "grouped_12": ("nn.Conv2d(16, 48, 3, groups=4)", "y.clamp(-0.5, 0.5)", [(2, 16, 11, 13)]),
+    "grouped_20": ("nn.Conv2d(12, 40, 3, groups=2)", "y", [(2, 12, 11, 13)]),
+    "pointwise": ("nn.Conv2d(33, 20, 1)", "y", [(2, 33, 10, 11)]),
+    "full_operand": ("nn.Conv2d(3, 66, 3, padding=1)", "torch.relu(y) * w", [(2, 3, 9, 10), (2, 66, 9, 10)]),
+    "big_k": ("nn.Conv2d(70, 64, 3)", "y", [(1, 70, 12, 13)]),
+}
+
+PROBLEM = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = {ctor}
+        self.extra = nn.Parameter(torch.randn(self.conv.out_channels, 1, 1, 1) * 0.1)
+
+    def forward(self, x{more}):
+        y = self.conv(x)
+        return {epilogue}
+
+
+def get_inputs():
+    return [{inputs}]
+
+
+def get_init_inputs():
+    return []
+'''
+
+TIMED = ["suite/seeds/conv2d_div_leaky_relu.py"] + [f"suite/level1/{n}" for n in (
+    "50_conv_standard_2D.py", "51_conv_standard_1D.py", "52_conv_standard_3D.py", "55_conv_depthwise_2D.py",
+    "56_conv_pointwise_2D.py", "57_conv_grouped_2D.py", "58_conv_strided_2D.py", "59_conv_dilated_2D.py",
+    "60_conv_asymmetric_kernel_2D.py", "61_conv_depthwise_separable_2D.py")] + [f"suite/level2/{n}" for n in (
+    "1_Conv2d_ReLU_BiasAdd.py", "2_Conv2d_GroupNorm_ReLU.py", "3_Conv2d_BatchNorm_Scaling.py",
+    "4_Conv2d_Min_Tanh_Tanh.py", "5_Conv2d_HardSwish_ReLU.py", "6_Conv2d_AvgPool_Sigmoid_Sum.py",
+    "7_Conv2d_InstanceNorm_Divide.py", "8_Conv2d_Scaling_Clamp_GlobalAvgPool.py",
+    "9_Conv2d_Subtract_Tanh_Subtract_AvgPool.py", "10_Conv2d_Multiply_LeakyReLU_GELU.py")]
+
+
+def build(path: Path) -> tuple[Path, int, str]:
+    done = subprocess.run([sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1])", str(path)],
+                          capture_output=True, text=True, env=dict(os.environ, MAX_JOBS="1"), timeout=900)
+    return path, done.returncode, done.stderr[-1500:]
+
+
+def variant(path: Path, old: str, new: str, suffix: str) -> Path:
+    """The same emitted file with one text change in its CUDA source (a build option to compare)."""
+    text = path.read_text()
+    tree = ast.parse(text)
+    cuda = next(n.value.value for n in tree.body if isinstance(n, ast.Assign)
+                and getattr(n.targets[0], "id", "") == "CUDA_SOURCE")
+    assert old in cuda, old
+    out = path.with_name(path.stem + suffix + ".py")
+    out.write_text(text.replace(repr(cuda), repr(cuda.replace(old, new))) if repr(cuda) in text
+                   else text.replace(old, new))
+    return out
+
+
+def time_ms(fn, reps: int = 20) -> float:
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def models(problem: Path, candidate: Path):
+    ns, cand = runpy.run_path(str(problem)), runpy.run_path(str(candidate))
+    init = ns["get_init_inputs"]()
+    torch.manual_seed(0)
+    ref = ns["Model"](*init).cuda().eval()
+    new = cand["ModelNew"](*init).cuda().eval()
+    new.load_state_dict(ref.state_dict())
+    return ns, ref, new
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--variants", action="store_true")
+    parser.add_argument("--skip-small", action="store_true")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    work = Path(tempfile.mkdtemp(prefix="kfuse-conv-"))
+    problems: dict[str, Path] = {}
+    if not args.skip_small:
+        for name, (ctor, epilogue, shapes) in SMALL.items():
+            path = work / f"{name}.py"
+            more = "".join(f", {v}" for v in "wv"[:len(shapes) - 1])
+            path.write_text(PROBLEM.format(ctor=ctor, epilogue=epilogue, more=more,
+                                           inputs=", ".join(f"torch.rand{s}" for s in shapes)))
+            problems[name] = path
+    for rel in TIMED:
+        problems[Path(rel).stem] = ROOT / rel
+    emitted, kernels = {}, {}
+    for name, path in problems.items():
+        result = optimize(path, work / f"{name}_new.py", "cuda")
+        emitted[name] = result.path
+        kernels[name] = [k["name"] for k in result.kernels] + [f"lib:{c}" for c in result.library_calls]
+    extra = {}
+    if args.variants:
+        seed = emitted["conv2d_div_leaky_relu"]
+        extra["seed_lb1"] = variant(seed, "__launch_bounds__(CONV_THREADS, 2)", "__launch_bounds__(CONV_THREADS, 1)",
+                                    "_lb1")
+    with ThreadPoolExecutor(max_workers=14) as pool:
+        builds = list(pool.map(build, list(emitted.values()) + list(extra.values())))
+    for path, code, err in builds:
+        if code:
+            print(f"BUILD FAILED {path.name}\n{err}", flush=True)
+
+    rows = []
+    for name in [n for n in problems if n in SMALL]:
+        ns, ref, new = models(problems[name], emitted[name])
+        torch.manual_seed(1)
+        inputs = [x.cuda() for x in ns["get_inputs"]()]
+        strided = [x.transpose(-1, -2).contiguous().transpose(-1, -2) for x in inputs]  # same values, other strides
+        with torch.no_grad():
+            truth = ref.double()(*[x.double() for x in inputs])
+            ref.float()
+            want, got, got_strided = ref(*inputs), new(*inputs), new(*strided)
+        err_ref = (want.double() - truth).abs().max().item()
+        err_new = (got.double() - truth).abs().max().item()
+        ok = (err_new <= max(10 * err_ref, 1e-6 * truth.abs().max().item()) and torch.equal(got, got_strided)
+              and got.shape == want.shape)
+        rows.append({"problem": name, "phase": "small", "ok": ok, "err_new": err_new, "err_ref": err_ref,
+                     "kernels": kernels[name]})
+        print(f"{name:28} {'ok' if ok else 'WRONG'} err {err_new:.2e} (ref {err_ref:.2e}) {kernels[name]}", flush=True)
+
+    timed = [n for n in problems if n not in SMALL] + list(extra)
+    for name in timed:
+        source = problems.get(name, problems["conv2d_div_leaky_relu"])
+        ns, ref, new = models(source, emitted.get(name, extra.get(name)))
+        torch.manual_seed(1)
+        inputs = [x.cuda() for x in ns["get_inputs"]()]
+        conv = next(m for m in ref.modules() if isinstance(m, torch.nn.modules.conv._ConvNd))
+        with torch.no_grad():
+            want, got = ref(*inputs), new(*inputs)
+            rel = ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
+            t_eager = time_ms(lambda: ref(*inputs))
+            t_new = time_ms(lambda: new(*inputs))
+            t_cudnn = time_ms(lambda: conv(inputs[0])) if conv.in_channels == inputs[0].shape[1] else float("nan")
+        row = {"problem": name, "phase": "timed", "rel_diff_vs_eager": rel, "eager_ms": t_eager, "kfuse_ms": t_new,
+               "cudnn_conv_ms": t_cudnn, "kernels": kernels.get(name, ["variant"])}
+        rows.append(row)
+        print(f"{name:40} rel {rel:.1e} eager {t_eager:8.3f} cudnn-conv {t_cudnn:8.3f} kfuse {t_new:8.3f}", flush=True)
+        del ref, new, inputs, want, got
+        torch.cuda.empty_cache()
+
+    gpu = torch.cuda.get_device_name(0)
+    (args.out / f"conv-kernels-{gpu.replace(' ', '-')}.json").write_text(
+        json.dumps({"gpu": gpu, "torch": torch.__version__, "rows": rows}, indent=2))
+    print(f"\n{'problem':40} {'eager':>8} {'cuDNN conv':>10} {'kfuse':>8} {'vs eager':>8} {'vs cuDNN':>8}  kernels")
+    for r in rows:
+        if r["phase"] == "timed":
+            print(f"{r['problem']:40} {r['eager_ms']:8.3f} {r['cudnn_conv_ms']:10.3f} {r['kfuse_ms']:8.3f} "
+                  f"{r['eager_ms'] / r['kfuse_ms']:7.2f}x {r['cudnn_conv_ms'] / r['kfuse_ms']:7.2f}x  {r['kernels']}")
+    bad = [r["problem"] for r in rows if r["phase"] == "small" and not r["ok"]]
+    print("small problems:", "all correct" if not bad else f"WRONG: {bad}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
