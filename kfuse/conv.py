@@ -157,7 +157,7 @@ def _writes_between(steps: list, begin: int, end: int) -> bool:
 
 
 def _kernel_name(kernel: ConvKernel) -> str:
-    name = f"conv{kernel.spatial}d"
+    name = f"fused_conv{kernel.spatial}d"  # (a bare "conv2d" would be the graph value's name too)
     if kernel.epilogue is not None:
         name += kernel.epilogue.name.removeprefix("fused")
     elif kernel.bias:
