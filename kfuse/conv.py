@@ -125,7 +125,7 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str) -
     out = list(steps)
     for call in [s for s in steps if isinstance(s, LibraryCall) and s.anchor and not s.channels_last]:
         spec = conv_spec(call.node)
-        if spec is None:
+        if spec is None or (target == "cuda" and not _faster_than_library(call.node, spec)):
             continue
         epilogue = next((s for s in out if isinstance(s, FusedKernel) and s.write_into == call.node.name
                          and s.channels_last_input is None), None)
@@ -145,6 +145,14 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str) -
             out[at] = kernel
         out = [s for s in out if s is not None]
     return out
+
+
+def _faster_than_library(node: torch.fx.Node, spec: dict) -> bool:
+    """The frozen rule for the CUDA target, from scripts/bench/conv_kernels.py on an H100
+    (results/conv-kernels-*.json): the direct kernel (under CONV_DIRECT_BELOW output channels per group, i.e.
+    depthwise) ran 2.3x slower than cuDNN's depthwise kernel (suite 55: 5.95 ms vs 2.55 ms), so it stays there."""
+    out_per_group = tensor_meta(node.args[1]).shape[0] // spec["groups"]
+    return out_per_group >= CONV_DIRECT_BELOW
 
 
 def _index(steps: list, step) -> int:
@@ -221,6 +229,7 @@ inline ConvGeom conv_geometry(const at::Tensor& x, const at::Tensor& w, int spat
         g.out_size[d] = (int)out;
         g.in_plane *= g.in_size[d]; g.out_plane *= out; g.taps *= g.kernel[d];
     }
+    TORCH_CHECK(g.in_plane < INT32_MAX && g.out_plane < INT32_MAX, "kfuse convolution: a channel plane over 2^31 elements");
     g.k_per_group = g.in_per_group * g.taps;
     g.pixels = g.batch * g.out_plane;
     return g;
@@ -248,32 +257,37 @@ CONV_CUDA_TEMPLATES = r"""
 namespace kf {
 constexpr int CONV_THREADS = 256, CONV_BN = 256, CONV_BK = 8;
 
-// Implicit GEMM: a block computes 8*TM output channels of one group x 256 output pixels.
+// Implicit GEMM: a block computes 8*TM output channels of one group x 256 output pixels. A warp covers 4 channel
+// rows x 8 pixel columns of threads, so each shared-memory read serves 8 (weights) or 4 (inputs) threads at once.
 template <int TM, class Epilogue>
 __global__ void __launch_bounds__(CONV_THREADS, 2)
 conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g, const Epilogue epi,
            float* __restrict__ out) {
     constexpr int BM = 8 * TM, BN = CONV_BN, BK = CONV_BK;
     constexpr int A_LOADS = (BM * BK + CONV_THREADS - 1) / CONV_THREADS;
+    constexpr int B_LOADS = BN * BK / CONV_THREADS;  // k rows of this thread's pixel column
     __shared__ __align__(16) float As[2][BK][BM];
     __shared__ __align__(16) float Bs[2][BK][BN];
-    const int tid = threadIdx.x, tx = tid & 31, ty = tid >> 5;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int tm = (warp & 1) * 4 + (lane >> 3);   // channel row of threads, 0..7
+    const int tn = (warp >> 1) * 8 + (lane & 7);   // pixel column of threads, 0..31
     const int64_t m_tiles = (g.out_per_group + BM - 1) / BM;
     const int64_t group = blockIdx.y / m_tiles, m0 = (blockIdx.y % m_tiles) * BM;
     const int64_t p0 = (int64_t)blockIdx.x * BN, K = g.k_per_group;
 
-    // The pixel whose input column this thread gathers.
-    const int64_t p = p0 + tid;
+    // The pixel whose input column this thread gathers (column `tid % BN`, k rows from `tid / BN`).
+    const int col = tid % BN, row0 = (tid / BN) * B_LOADS;
+    const int64_t p = p0 + col;
     const bool p_ok = p < g.pixels;
-    const int64_t n = p_ok ? p / g.out_plane : 0, s = p_ok ? p % g.out_plane : 0;
-    const int ox = (int)(s % g.out_size[2]), oy = (int)(s / g.out_size[2] % g.out_size[1]);
-    const int oz = (int)(s / g.out_size[2] / g.out_size[1]);
+    const int64_t n = p_ok ? p / g.out_plane : 0;
+    const int s = p_ok ? (int)(p % g.out_plane) : 0;
+    const int ox = s % g.out_size[2], oy = s / g.out_size[2] % g.out_size[1], oz = s / g.out_size[2] / g.out_size[1];
     const int iz0 = oz * g.stride[0] - g.padding[0], iy0 = oy * g.stride[1] - g.padding[1];
     const int ix0 = ox * g.stride[2] - g.padding[2];
     const float* xg = x + (n * g.in_channels + group * g.in_per_group) * g.in_plane;
     const float* wg = w + group * g.out_per_group * K;
 
-    float a_next[A_LOADS], b_next[BK];
+    float a_next[A_LOADS], b_next[B_LOADS];
     auto gather = [&](int64_t k0) {
         #pragma unroll
         for (int j = 0; j < A_LOADS; ++j) {
@@ -281,18 +295,22 @@ conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvG
             const int64_t co = m0 + m, k = k0 + kk;
             a_next[j] = (e < BM * BK && co < g.out_per_group && k < K) ? __ldg(wg + co * K + k) : 0.0f;
         }
-        // (input channel, tap) of k0, then walked one tap at a time: no division per element
-        int64_t ci = k0 / g.taps;
-        int r = (int)(k0 % g.taps);
+        // (input channel, tap) of the first k, then walked one tap at a time: no division per element
+        const int64_t k1 = k0 + row0;
+        const int64_t ci = k1 / g.taps;
+        const int r = (int)(k1 % g.taps);
         int kx = r % g.kernel[2], ky = r / g.kernel[2] % g.kernel[1], kz = r / g.kernel[2] / g.kernel[1];
+        const float* xc = xg + ci * g.in_plane;  // in-plane offsets fit 32 bits (checked on the host)
         #pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
+        for (int kk = 0; kk < B_LOADS; ++kk) {
             const int iz = iz0 + kz * g.dilation[0], iy = iy0 + ky * g.dilation[1], ix = ix0 + kx * g.dilation[2];
-            const bool inside = p_ok && k0 + kk < K && (unsigned)iz < (unsigned)g.in_size[0]
+            const bool inside = p_ok && k1 + kk < K && (unsigned)iz < (unsigned)g.in_size[0]
                                 && (unsigned)iy < (unsigned)g.in_size[1] && (unsigned)ix < (unsigned)g.in_size[2];
-            b_next[kk] = inside ? __ldg(xg + ci * g.in_plane + ((int64_t)iz * g.in_size[1] + iy) * g.in_size[2] + ix)
-                                : 0.0f;
-            if (++kx == g.kernel[2]) { kx = 0; if (++ky == g.kernel[1]) { ky = 0; if (++kz == g.kernel[0]) { kz = 0; ++ci; } } }
+            b_next[kk] = inside ? __ldg(xc + (iz * g.in_size[1] + iy) * g.in_size[2] + ix) : 0.0f;
+            if (++kx == g.kernel[2]) {
+                kx = 0;
+                if (++ky == g.kernel[1]) { ky = 0; if (++kz == g.kernel[0]) { kz = 0; xc += g.in_plane; } }
+            }
         }
     };
     auto stage = [&](int buf) {
@@ -302,7 +320,7 @@ conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvG
             if (e < BM * BK) As[buf][e % BK][e / BK] = a_next[j];
         }
         #pragma unroll
-        for (int kk = 0; kk < BK; ++kk) Bs[buf][kk][tid] = b_next[kk];
+        for (int kk = 0; kk < B_LOADS; ++kk) Bs[buf][row0 + kk][col] = b_next[kk];
     };
 
     float acc[TM][8];
@@ -323,11 +341,11 @@ conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvG
             float a[TM], b[8];
             #pragma unroll
             for (int i = 0; i < TM; i += 2) {
-                const float2 v = *reinterpret_cast<const float2*>(&As[buf][kk][ty * TM + i]);
+                const float2 v = *reinterpret_cast<const float2*>(&As[buf][kk][tm * TM + i]);
                 a[i] = v.x; a[i + 1] = v.y;
             }
-            const float4 b0 = *reinterpret_cast<const float4*>(&Bs[buf][kk][tx * 4]);
-            const float4 b1 = *reinterpret_cast<const float4*>(&Bs[buf][kk][128 + tx * 4]);
+            const float4 b0 = *reinterpret_cast<const float4*>(&Bs[buf][kk][tn * 4]);
+            const float4 b1 = *reinterpret_cast<const float4*>(&Bs[buf][kk][BN / 2 + tn * 4]);
             b[0] = b0.x; b[1] = b0.y; b[2] = b0.z; b[3] = b0.w; b[4] = b1.x; b[5] = b1.y; b[6] = b1.z; b[7] = b1.w;
             #pragma unroll
             for (int i = 0; i < TM; ++i)
@@ -342,13 +360,13 @@ conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvG
     // Epilogue: each run of 4 adjacent pixels is one float4 store when it lies in one image and is aligned.
     #pragma unroll
     for (int half = 0; half < 2; ++half) {
-        const int64_t q = p0 + half * 128 + tx * 4;
+        const int64_t q = p0 + half * (BN / 2) + tn * 4;
         if (q >= g.pixels) continue;
         const int64_t qn = q / g.out_plane, qs = q % g.out_plane;
         const bool run = qs + 3 < g.out_plane;
         #pragma unroll
         for (int i = 0; i < TM; ++i) {
-            const int64_t co = m0 + ty * TM + i;
+            const int64_t co = m0 + tm * TM + i;
             if (co >= g.out_per_group) continue;
             const int64_t c = group * g.out_per_group + co;
             float* dst = out + (qn * g.out_channels + c) * g.out_plane + qs;
