@@ -255,48 +255,46 @@ inline void conv_operands(const Operand* o, const Shape& shape, int count, int s
 # The CUDA kernels, templated on the epilogue functor: `epi(sum, n, c, s, g)` gives the value written.
 CONV_CUDA_TEMPLATES = r"""
 namespace kf {
-constexpr int CONV_THREADS = 256, CONV_BN = 256, CONV_BK = 8;
+constexpr int CONV_THREADS = 256, CONV_BN = 256, CONV_BK = 8, CONV_PAD = 8;
+// 3xTF32 on tensor cores for groups of more than 32 output channels; false: FFMA everywhere
+constexpr bool CONV_TENSOR_CORES = true;
 
-// Implicit GEMM: a block computes 8*TM output channels of one group x 256 output pixels. A warp covers 4 channel
-// rows x 8 pixel columns of threads, so each shared-memory read serves 8 (weights) or 4 (inputs) threads at once.
-template <int TM, class Epilogue>
-__global__ void __launch_bounds__(CONV_THREADS, 2)
-conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g, const Epilogue epi,
-           float* __restrict__ out) {
-    constexpr int BM = 8 * TM, BN = CONV_BN, BK = CONV_BK;
-    constexpr int A_LOADS = (BM * BK + CONV_THREADS - 1) / CONV_THREADS;
-    constexpr int B_LOADS = BN * BK / CONV_THREADS;  // k rows of this thread's pixel column
-    __shared__ __align__(16) float As[2][BK][BM];
-    __shared__ __align__(16) float Bs[2][BK][BN];
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int tm = (warp & 1) * 4 + (lane >> 3);   // channel row of threads, 0..7
-    const int tn = (warp >> 1) * 8 + (lane & 7);   // pixel column of threads, 0..31
-    const int64_t m_tiles = (g.out_per_group + BM - 1) / BM;
-    const int64_t group = blockIdx.y / m_tiles, m0 = (blockIdx.y % m_tiles) * BM;
-    const int64_t p0 = (int64_t)blockIdx.x * BN, K = g.k_per_group;
+// One block's share of the implicit GEMM's operands for K steps of BK: BM weights rows x BK, and BK x BN input
+// values gathered from the pixels' receptive fields (zero in the padding). Loaded into registers (`gather`,
+// in flight while the block computes on the previous step), then stored to shared memory (`stage`).
+template <int BM, int BN, int BK>
+struct ConvTileLoader {
+    static constexpr int A_LOADS = (BM * BK + CONV_THREADS - 1) / CONV_THREADS;
+    static constexpr int B_LOADS = BN * BK / CONV_THREADS;  // k rows of this thread's pixel column
+    const float* xg;
+    const float* wg;
+    int m0, iz0, iy0, ix0;
+    bool p_ok;
+    float a[A_LOADS], b[B_LOADS];
 
-    // The pixel whose input column this thread gathers (column `tid % BN`, k rows from `tid / BN`).
-    const int col = tid % BN, row0 = (tid / BN) * B_LOADS;
-    const int64_t p = p0 + col;
-    const bool p_ok = p < g.pixels;
-    const int64_t n = p_ok ? p / g.out_plane : 0;
-    const int s = p_ok ? (int)(p % g.out_plane) : 0;
-    const int ox = s % g.out_size[2], oy = s / g.out_size[2] % g.out_size[1], oz = s / g.out_size[2] / g.out_size[1];
-    const int iz0 = oz * g.stride[0] - g.padding[0], iy0 = oy * g.stride[1] - g.padding[1];
-    const int ix0 = ox * g.stride[2] - g.padding[2];
-    const float* xg = x + (n * g.in_channels + group * g.in_per_group) * g.in_plane;
-    const float* wg = w + group * g.out_per_group * K;
+    __device__ __forceinline__ ConvTileLoader(const float* x, const float* w, const ConvGeom& g, int64_t group,
+                                              int64_t m0_, int64_t p0) : m0((int)m0_) {
+        const int64_t p = p0 + threadIdx.x % BN;
+        p_ok = p < g.pixels;
+        const int64_t n = p_ok ? p / g.out_plane : 0;
+        const int s = p_ok ? (int)(p % g.out_plane) : 0;
+        const int ox = s % g.out_size[2], oy = s / g.out_size[2] % g.out_size[1], oz = s / g.out_size[2] / g.out_size[1];
+        iz0 = oz * g.stride[0] - g.padding[0];
+        iy0 = oy * g.stride[1] - g.padding[1];
+        ix0 = ox * g.stride[2] - g.padding[2];
+        xg = x + (n * g.in_channels + group * g.in_per_group) * g.in_plane;
+        wg = w + group * g.out_per_group * g.k_per_group;
+    }
 
-    float a_next[A_LOADS], b_next[B_LOADS];
-    auto gather = [&](int64_t k0) {
+    __device__ __forceinline__ void gather(const ConvGeom& g, int64_t k0) {
         #pragma unroll
         for (int j = 0; j < A_LOADS; ++j) {
-            const int e = tid + j * CONV_THREADS, m = e / BK, kk = e % BK;
+            const int e = threadIdx.x + j * CONV_THREADS, m = e / BK, kk = e % BK;
             const int64_t co = m0 + m, k = k0 + kk;
-            a_next[j] = (e < BM * BK && co < g.out_per_group && k < K) ? __ldg(wg + co * K + k) : 0.0f;
+            a[j] = (e < BM * BK && co < g.out_per_group && k < g.k_per_group) ? __ldg(wg + co * g.k_per_group + k) : 0.0f;
         }
         // (input channel, tap) of the first k, then walked one tap at a time: no division per element
-        const int64_t k1 = k0 + row0;
+        const int64_t k1 = k0 + (threadIdx.x / BN) * B_LOADS;
         const int64_t ci = k1 / g.taps;
         const int r = (int)(k1 % g.taps);
         int kx = r % g.kernel[2], ky = r / g.kernel[2] % g.kernel[1], kz = r / g.kernel[2] / g.kernel[1];
@@ -304,24 +302,69 @@ conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvG
         #pragma unroll
         for (int kk = 0; kk < B_LOADS; ++kk) {
             const int iz = iz0 + kz * g.dilation[0], iy = iy0 + ky * g.dilation[1], ix = ix0 + kx * g.dilation[2];
-            const bool inside = p_ok && k1 + kk < K && (unsigned)iz < (unsigned)g.in_size[0]
+            const bool inside = p_ok && k1 + kk < g.k_per_group && (unsigned)iz < (unsigned)g.in_size[0]
                                 && (unsigned)iy < (unsigned)g.in_size[1] && (unsigned)ix < (unsigned)g.in_size[2];
-            b_next[kk] = inside ? __ldg(xc + (iz * g.in_size[1] + iy) * g.in_size[2] + ix) : 0.0f;
+            b[kk] = inside ? __ldg(xc + (iz * g.in_size[1] + iy) * g.in_size[2] + ix) : 0.0f;
             if (++kx == g.kernel[2]) {
                 kx = 0;
                 if (++ky == g.kernel[1]) { ky = 0; if (++kz == g.kernel[0]) { kz = 0; xc += g.in_plane; } }
             }
         }
-    };
-    auto stage = [&](int buf) {
+    }
+
+    // k-major tiles, rows padded by CONV_PAD floats (conflict-free tensor-core fragment reads)
+    __device__ __forceinline__ void stage(float (*As)[BM + CONV_PAD], float (*Bs)[BN + CONV_PAD]) const {
         #pragma unroll
         for (int j = 0; j < A_LOADS; ++j) {
-            const int e = tid + j * CONV_THREADS;
-            if (e < BM * BK) As[buf][e % BK][e / BK] = a_next[j];
+            const int e = threadIdx.x + j * CONV_THREADS;
+            if (e < BM * BK) As[e % BK][e / BK] = a[j];
         }
+        const int col = threadIdx.x % BN, row0 = (threadIdx.x / BN) * B_LOADS;
         #pragma unroll
-        for (int kk = 0; kk < B_LOADS; ++kk) Bs[buf][row0 + kk][col] = b_next[kk];
-    };
+        for (int kk = 0; kk < B_LOADS; ++kk) Bs[row0 + kk][col] = b[kk];
+    }
+};
+
+// Stores one output value per pixel run: `count` adjacent pixels from q (one vector store when they lie in one
+// image and the address is aligned), each through the epilogue.
+template <int COUNT, class Epilogue>
+__device__ __forceinline__ void conv_store(float* __restrict__ out, const ConvGeom& g, const Epilogue& epi,
+                                           const float* v, int64_t q, int64_t c) {
+    if (q >= g.pixels) return;
+    const int64_t qn = q / g.out_plane, qs = q % g.out_plane;
+    float* dst = out + (qn * g.out_channels + c) * g.out_plane + qs;
+    if (qs + COUNT - 1 < g.out_plane && (reinterpret_cast<uintptr_t>(dst) % (4 * COUNT)) == 0) {
+        if constexpr (COUNT == 4) {
+            *reinterpret_cast<float4*>(dst) = make_float4(epi(v[0], qn, c, qs, g), epi(v[1], qn, c, qs + 1, g),
+                                                          epi(v[2], qn, c, qs + 2, g), epi(v[3], qn, c, qs + 3, g));
+        } else {
+            *reinterpret_cast<float2*>(dst) = make_float2(epi(v[0], qn, c, qs, g), epi(v[1], qn, c, qs + 1, g));
+        }
+        return;
+    }
+    for (int j = 0; j < COUNT && q + j < g.pixels; ++j) {
+        const int64_t pn = (q + j) / g.out_plane, ps = (q + j) % g.out_plane;
+        out[(pn * g.out_channels + c) * g.out_plane + ps] = epi(v[j], pn, c, ps, g);
+    }
+}
+
+// Implicit GEMM on FFMA: a block computes 8*TM output channels of one group x 256 output pixels. A warp covers
+// 4 channel rows x 8 pixel columns of threads, so each shared-memory read serves 8 (weights) or 4 (inputs)
+// threads at once; a thread holds TM channels x 8 pixels (two runs of 4: float4 stores).
+template <int TM, class Epilogue>
+__global__ void __launch_bounds__(CONV_THREADS, 2)
+conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g, const Epilogue epi,
+           float* __restrict__ out) {
+    constexpr int BM = 8 * TM, BN = CONV_BN, BK = CONV_BK;
+    __shared__ __align__(16) float As[2][BK][BM + CONV_PAD];
+    __shared__ __align__(16) float Bs[2][BK][BN + CONV_PAD];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int tm = (warp & 1) * 4 + (lane >> 3);   // channel row of threads, 0..7
+    const int tn = (warp >> 1) * 8 + (lane & 7);   // pixel column of threads, 0..31
+    const int64_t m_tiles = (g.out_per_group + BM - 1) / BM;
+    const int64_t group = blockIdx.y / m_tiles, m0 = (blockIdx.y % m_tiles) * BM;
+    const int64_t p0 = (int64_t)blockIdx.x * BN, K = g.k_per_group;
+    ConvTileLoader<BM, BN, BK> tile(x, w, g, group, m0, p0);
 
     float acc[TM][8];
     #pragma unroll
@@ -329,13 +372,13 @@ conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvG
         #pragma unroll
         for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
 
-    gather(0);
-    stage(0);
+    tile.gather(g, 0);
+    tile.stage(As[0], Bs[0]);
     __syncthreads();
     int buf = 0;
     for (int64_t k0 = 0; k0 < K; k0 += BK) {
         const bool more = k0 + BK < K;
-        if (more) gather(k0 + BK);  // in flight during the FFMAs below
+        if (more) tile.gather(g, k0 + BK);  // in flight during the FFMAs below
         #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
             float a[TM], b[8];
@@ -352,36 +395,107 @@ conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvG
                 #pragma unroll
                 for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
         }
-        if (more) stage(buf ^ 1);
+        if (more) tile.stage(As[buf ^ 1], Bs[buf ^ 1]);
         __syncthreads();
         buf ^= 1;
     }
-
-    // Epilogue: each run of 4 adjacent pixels is one float4 store when it lies in one image and is aligned.
     #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        const int64_t q = p0 + half * (BN / 2) + tn * 4;
-        if (q >= g.pixels) continue;
-        const int64_t qn = q / g.out_plane, qs = q % g.out_plane;
-        const bool run = qs + 3 < g.out_plane;
+    for (int i = 0; i < TM; ++i) {
+        const int64_t co = m0 + tm * TM + i;
+        if (co >= g.out_per_group) continue;
+        const int64_t c = group * g.out_per_group + co;
+        conv_store<4>(out, g, epi, &acc[i][0], p0 + tn * 4, c);
+        conv_store<4>(out, g, epi, &acc[i][4], p0 + BN / 2 + tn * 4, c);
+    }
+}
+
+// x = big + small, both TF32 (10-bit mantissas): big*big + big*small + small*big carries x*y to about fp32's
+// precision (the small*small term, 2^-22 relative, is dropped).
+__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(x));
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(x - __uint_as_float(big)));
+}
+__device__ __forceinline__ void mma_tf32(float* c, const uint32_t* a, const uint32_t* b) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Implicit GEMM on tensor cores, 3xTF32 (fp32 accuracy): a block computes 64 output channels x 128 pixels; each
+// of its 8 warps 32 x 32 as 2 x 4 m16n8k8 tiles, operands split into TF32 pairs as they leave shared memory.
+template <class Epilogue>
+__global__ void __launch_bounds__(CONV_THREADS, 2)
+conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g, const Epilogue epi,
+              float* __restrict__ out) {
+    constexpr int BM = 64, BN = 128, BK = 16;
+    __shared__ __align__(16) float As[2][BK][BM + CONV_PAD];
+    __shared__ __align__(16) float Bs[2][BK][BN + CONV_PAD];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int gr = lane >> 2, tq = lane & 3;                 // the mma fragments' row group and quad index
+    const int wm = (warp & 1) * 32, wn = (warp >> 1) * 32;   // the warp's corner in the block tile
+    const int64_t m_tiles = (g.out_per_group + BM - 1) / BM;
+    const int64_t group = blockIdx.y / m_tiles, m0 = (blockIdx.y % m_tiles) * BM;
+    const int64_t p0 = (int64_t)blockIdx.x * BN, K = g.k_per_group;
+    ConvTileLoader<BM, BN, BK> tile(x, w, g, group, m0, p0);
+
+    float acc[2][4][4];
+    #pragma unroll
+    for (int i = 0; i < 2; ++i)
         #pragma unroll
-        for (int i = 0; i < TM; ++i) {
-            const int64_t co = m0 + tm * TM + i;
+        for (int j = 0; j < 4; ++j)
+            #pragma unroll
+            for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0f;
+
+    tile.gather(g, 0);
+    tile.stage(As[0], Bs[0]);
+    __syncthreads();
+    int buf = 0;
+    for (int64_t k0 = 0; k0 < K; k0 += BK) {
+        const bool more = k0 + BK < K;
+        if (more) tile.gather(g, k0 + BK);  // in flight during the MMAs below
+        #pragma unroll
+        for (int ks = 0; ks < BK; ks += 8) {
+            uint32_t a_big[2][4], a_small[2][4], b_big[4][2], b_small[4][2];
+            #pragma unroll
+            for (int i = 0; i < 2; ++i) {  // A (row-major 16x8): (gr, tq), (gr+8, tq), (gr, tq+4), (gr+8, tq+4)
+                const int m = wm + i * 16 + gr;
+                split_tf32(As[buf][ks + tq][m], a_big[i][0], a_small[i][0]);
+                split_tf32(As[buf][ks + tq][m + 8], a_big[i][1], a_small[i][1]);
+                split_tf32(As[buf][ks + tq + 4][m], a_big[i][2], a_small[i][2]);
+                split_tf32(As[buf][ks + tq + 4][m + 8], a_big[i][3], a_small[i][3]);
+            }
+            #pragma unroll
+            for (int j = 0; j < 4; ++j) {  // B (column-major 8x8): (tq, gr), (tq+4, gr)
+                const int n = wn + j * 8 + gr;
+                split_tf32(Bs[buf][ks + tq][n], b_big[j][0], b_small[j][0]);
+                split_tf32(Bs[buf][ks + tq + 4][n], b_big[j][1], b_small[j][1]);
+            }
+            #pragma unroll
+            for (int i = 0; i < 2; ++i)
+                #pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    mma_tf32(acc[i][j], a_small[i], b_big[j]);
+                    mma_tf32(acc[i][j], a_big[i], b_small[j]);
+                    mma_tf32(acc[i][j], a_big[i], b_big[j]);
+                }
+        }
+        if (more) tile.stage(As[buf ^ 1], Bs[buf ^ 1]);
+        __syncthreads();
+        buf ^= 1;
+    }
+    // C fragment: (gr, 2tq), (gr, 2tq+1), (gr+8, 2tq), (gr+8, 2tq+1): runs of 2 adjacent pixels
+    #pragma unroll
+    for (int i = 0; i < 2; ++i)
+        #pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int64_t co = m0 + wm + i * 16 + gr + half * 8;
             if (co >= g.out_per_group) continue;
             const int64_t c = group * g.out_per_group + co;
-            float* dst = out + (qn * g.out_channels + c) * g.out_plane + qs;
-            const float* v = &acc[i][half * 4];
-            if (run && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
-                *reinterpret_cast<float4*>(dst) = make_float4(epi(v[0], qn, c, qs, g), epi(v[1], qn, c, qs + 1, g),
-                                                              epi(v[2], qn, c, qs + 2, g), epi(v[3], qn, c, qs + 3, g));
-            } else {
-                for (int j = 0; j < 4 && q + j < g.pixels; ++j) {
-                    const int64_t pn = (q + j) / g.out_plane, ps = (q + j) % g.out_plane;
-                    out[(pn * g.out_channels + c) * g.out_plane + ps] = epi(v[j], pn, c, ps, g);
-                }
-            }
+            #pragma unroll
+            for (int j = 0; j < 4; ++j)
+                conv_store<2>(out, g, epi, &acc[i][j][half * 2], p0 + wn + j * 8 + 2 * tq, c);
         }
-    }
 }
 
 // Direct: one thread per output element (groups with few output channels: depthwise).
@@ -423,6 +537,11 @@ void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilo
         const int64_t total = g.pixels * g.out_channels;
         const unsigned blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, (int64_t)sms * 32));
         conv_direct<Epilogue><<<blocks, 256, 0, stream>>>(x, w, g, epi, out);
+        return;
+    }
+    if (CONV_TENSOR_CORES && g.out_per_group > 32) {
+        const dim3 grid((unsigned)((g.pixels + 127) / 128), (unsigned)(g.groups * ((g.out_per_group + 63) / 64)));
+        conv_igemm_tc<Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
         return;
     }
     const int bm = g.out_per_group > 32 ? 64 : g.out_per_group > 16 ? 32 : 16;

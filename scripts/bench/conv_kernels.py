@@ -31,8 +31,8 @@ import torch  # noqa: E402
 from kfuse.optimize import optimize  # noqa: E402
 
 SMALL = {  # name: (module constructor, epilogue, input shapes)
-    "c2d_div_leaky": ("nn.Conv2d(5, 7, 3)", "torch.nn.functional.leaky_relu(y / 2, 0.01)", [(3, 5, 19, 23)]),
-    "c2d_s2_p1_d2_g2": ("nn.Conv2d(6, 10, (3, 2), stride=2, padding=1, dilation=2, groups=2, bias=False)", "y",
+    "c2d_div_leaky": ("nn.Conv2d(5, 9, 3)", "torch.nn.functional.leaky_relu(y / 2, 0.01)", [(3, 5, 19, 23)]),
+    "c2d_s2_p1_d2_g2": ("nn.Conv2d(6, 20, (3, 2), stride=2, padding=1, dilation=2, groups=2, bias=False)", "y",
                         [(2, 6, 17, 21)]),
     "c1d_s3_p2_70": ("nn.Conv1d(5, 70, 5, stride=3, padding=2)", "torch.tanh(y)", [(3, 5, 101)]),
     "c3d_bias_param": ("nn.Conv3d(4, 37, 3, padding=(1, 0, 2))", "torch.relu(y + self.extra) * 1.5",
@@ -148,11 +148,14 @@ def main() -> int:
         emitted[name] = result.path
         kernels[name] = [k["name"] for k in result.kernels] + [f"lib:{c}" for c in result.library_calls]
     extra, source_of = {}, {}
-    if args.variants:
-        seed = emitted["conv2d_div_leaky_relu"]
-        extra["seed_lb1"] = variant(seed, "__launch_bounds__(CONV_THREADS, 2)", "__launch_bounds__(CONV_THREADS, 1)",
-                                    "_lb1")
-        extra["seed_bk16"] = variant(seed, "CONV_BK = 8", "CONV_BK = 16", "_bk16")
+    if args.variants:  # build options compared on the seed and two problems with a larger K
+        ffma = ("constexpr bool CONV_TENSOR_CORES = true;", "constexpr bool CONV_TENSOR_CORES = false;")
+        lb1 = ("__launch_bounds__(CONV_THREADS, 2)\nconv_igemm_tc", "__launch_bounds__(CONV_THREADS, 1)\nconv_igemm_tc")
+        for name in ("conv2d_div_leaky_relu", "50_conv_standard_2D", "1_Conv2d_ReLU_BiasAdd"):
+            extra[f"{name}@ffma"] = variant(emitted[name], *ffma, "_ffma")
+            source_of[f"{name}@ffma"] = problems[name]
+        extra["conv2d_div_leaky_relu@tc_lb1"] = variant(emitted["conv2d_div_leaky_relu"], *lb1, "_lb1")
+        source_of["conv2d_div_leaky_relu@tc_lb1"] = problems["conv2d_div_leaky_relu"]
     if args.compare_cudnn:  # the planner without the convolution hook: cuDNN, then the epilogue in place
         import kfuse.conv
         own = kfuse.conv.fuse_convolutions
@@ -161,8 +164,6 @@ def main() -> int:
             extra[f"{name}@cudnn"] = optimize(problems[name], work / f"{name}_cudnn_new.py", "cuda").path
             source_of[f"{name}@cudnn"] = problems[name]
         kfuse.conv.fuse_convolutions = own
-    for name in ("seed_lb1", "seed_bk16"):
-        source_of[name] = problems["conv2d_div_leaky_relu"]
     with ThreadPoolExecutor(max_workers=14) as pool:
         builds = list(pool.map(build, list(emitted.values()) + list(extra.values())))
     for path, code, err in builds:
