@@ -36,20 +36,31 @@ def test_tf32_convolutions_run_channels_last_and_the_epilogue_transposes(tmp_pat
     assert "x.contiguous(at::MemoryFormat::ChannelsLast)" in text["CPP_SOURCE"]
     assert "fused_bias_div_leaky_relu_from_channels_last" in text["CUDA_SOURCE"]
     assert "tf32 precision policy" in cuda.path.read_text().split('"""')[1]
-    for device in ("cuda", "cpu"):  # fp32 keeps the model's layout (cuDNN's fp32 NCHW kernels were faster)
-        fp32, _ = sources("conv_div_leaky", tmp_path, device)
-        assert fp32.kernels[0]["reads_channels_last"] is None and fp32.kernels[0]["in_place_into"] == "conv2d"
+    # fp32 on CUDA: 7 output channels per group is under kfuse.conv's threshold, so cuDNN's fp32 NCHW kernel runs
+    # and the epilogue writes in place into its output
+    fp32, _ = sources("conv_div_leaky", tmp_path, "cuda")
+    assert fp32.kernels[0]["reads_channels_last"] is None and fp32.kernels[0]["in_place_into"] == "conv2d"
+    assert fp32.library_calls == ["aten.conv2d.default"]
 
 
-def test_convolution_bias_moves_into_the_epilogue(tmp_path):
+def test_convolution_and_its_epilogue_are_one_kernel(tmp_path):
     result, text = sources("conv3d_bias_tanh", tmp_path)
-    assert result.kernels[0]["fuses"][0] == "kfuse.bias_of_conv3d"
-    assert "p_conv_bias.view({-1, 1, 1, 1})" in text["CPP_SOURCE"]
-    assert "c10::IValue(), c10::IValue(std::vector<int64_t>{1, 1, 1})" in text["CPP_SOURCE"]  # called without it
+    assert [k["name"] for k in result.kernels] == ["fused_conv3d_bias_add_tanh_mul"] and result.library_calls == []
+    assert result.kernels[0]["fuses"][:2] == ["aten.conv3d.default", "kfuse.bias_of_conv3d"]
+    assert "p_conv_bias.view({-1, 1, 1, 1})" in text["CPP_SOURCE"]  # one value per channel
+    assert "conv_igemm_tc" in text["CUDA_SOURCE"] and "mma.sync.aligned.m16n8k8" in text["CUDA_SOURCE"]
+
+
+def test_depthwise_convolutions_stay_on_cudnn_on_the_gpu(tmp_path):
+    cuda, _ = sources("conv1d_depthwise_tanh", tmp_path)  # 2 output channels per group: cuDNN measured faster
+    assert cuda.library_calls == ["aten.conv1d.default"] and cuda.kernels[0]["in_place_into"] == "conv1d"
+    cpu, _ = sources("conv1d_depthwise_tanh", tmp_path, "cpu")
+    assert cpu.library_calls == [] and cpu.kernels[0]["name"] == "fused_conv1d_bias_tanh"
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
-@pytest.mark.parametrize("problem", ["conv_div_leaky", "conv3d_bias_tanh", "broadcast_two_inputs", "activation_chain"])
+@pytest.mark.parametrize("problem", ["conv_div_leaky", "conv3d_bias_tanh", "conv2d_strided_grouped",
+                                     "broadcast_two_inputs", "activation_chain"])
 def test_nvcc_compiles_the_kernels(problem, tmp_path):
     _, text = sources(problem, tmp_path)
     cu = tmp_path / "kernels.cu"
