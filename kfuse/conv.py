@@ -31,6 +31,9 @@ CONVOLUTIONS = {
     "aten.conv2d.default": 2,
     "aten.conv3d.default": 3,
     "aten.convolution.default": None,
+    "aten.conv_transpose1d.input": 1,
+    "aten.conv_transpose2d.input": 2,
+    "aten.conv_transpose3d.input": 3,
 }
 
 
@@ -44,6 +47,8 @@ class ConvKernel:
     padding: list[int]
     dilation: list[int]
     groups: int
+    transposed: bool = False
+    output_padding: list[int] = field(default_factory=list)
     operands: list[str] = field(default_factory=list)   # epilogue inputs; the convolution's own name is the sum
 
     @property
@@ -96,10 +101,12 @@ def conv_spec(node: torch.fx.Node) -> dict | None:
         return None
     from kfuse.codegen import boxed_arguments
     values = boxed_arguments(node)
+    transposed, output_padding = False, 0
     if target == "aten.convolution.default":
-        x, w, b, stride, padding, dilation, transposed, _, groups = values
-        if transposed:
-            return None
+        x, w, b, stride, padding, dilation, transposed, output_padding, groups = values
+    elif "transpose" in target:
+        x, w, b, stride, padding, output_padding, groups, dilation = values
+        transposed = True
     else:
         x, w, b, stride, padding, dilation, groups = values
     out, xm, wm = tensor_meta(node), tensor_meta(x), tensor_meta(w)
@@ -113,8 +120,9 @@ def conv_spec(node: torch.fx.Node) -> dict | None:
     if b is not None and (tensor_meta(b) is None or tensor_meta(b).dtype not in FUSABLE_DTYPES):
         return None
     spec = {"spatial": spatial, "stride": _ints(stride, spatial), "padding": _ints(padding, spatial),
-            "dilation": _ints(dilation, spatial), "groups": groups}
-    if any(v is None for v in spec.values()) or not isinstance(groups, int):
+            "dilation": _ints(dilation, spatial), "groups": groups, "transposed": bool(transposed),
+            "output_padding": _ints(output_padding, spatial)}
+    if any(v is None for v in spec.values()) or not isinstance(groups, int) or not isinstance(transposed, bool):
         return None
     return spec
 
@@ -151,7 +159,8 @@ def _faster_than_library(node: torch.fx.Node, spec: dict) -> bool:
     """The frozen rule for the CUDA target, from scripts/bench/conv_kernels.py on an H100
     (results/conv-kernels-*.json): the direct kernel (under CONV_DIRECT_BELOW output channels per group, i.e.
     depthwise) ran 2.3x slower than cuDNN's depthwise kernel (suite 55: 5.95 ms vs 2.55 ms), so it stays there."""
-    out_per_group = tensor_meta(node.args[1]).shape[0] // spec["groups"]
+    weight = tensor_meta(node.args[1]).shape
+    out_per_group = weight[1] if spec["transposed"] else weight[0] // spec["groups"]
     return out_per_group >= CONV_DIRECT_BELOW
 
 
@@ -165,7 +174,8 @@ def _writes_between(steps: list, begin: int, end: int) -> bool:
 
 
 def _kernel_name(kernel: ConvKernel) -> str:
-    name = f"fused_conv{kernel.spatial}d"  # (a bare "conv2d" would be the graph value's name too)
+    kind = "conv_transpose" if kernel.transposed else "conv"
+    name = f"fused_{kind}{kernel.spatial}d"  # (a bare "conv2d" would be the graph value's name too)
     if kernel.epilogue is not None:
         name += kernel.epilogue.name.removeprefix("fused")
     elif kernel.bias:
@@ -199,21 +209,35 @@ KF_HD float conv_operand(const ConvOperand& o, int64_t n, int64_t c, int64_t s, 
     const int64_t x = s % g.out_size[2], y = s / g.out_size[2] % g.out_size[1], z = s / g.out_size[2] / g.out_size[1];
     return o.data[n * o.stride_n + c * o.stride_c + z * o.stride_s[0] + y * o.stride_s[1] + x * o.stride_s[2]];
 }
+// The input index that output index o reads through tap t along dim d; -1 when none (padding, or a transposed
+// convolution's tap that falls between input positions).
+KF_HD int conv_source(int o, int t, int d, const ConvGeom& g, bool transposed) {
+    if (!transposed) return o * g.stride[d] - g.padding[d] + t * g.dilation[d];
+    const int at = o + g.padding[d] - t * g.dilation[d];
+    return (at >= 0 && at % g.stride[d] == 0) ? at / g.stride[d] : -1;
+}
 }  // namespace kf
 """
 
 CONV_HOST_RUNTIME = r"""
 namespace kf {
 // Checks a convolution's operands and returns its geometry (sizes as PyTorch computes them).
+// Transposed: weight (C_in, C_out/groups, taps...), output (in - 1)*stride - 2*pad + dil*(k - 1) + out_pad + 1.
 inline ConvGeom conv_geometry(const at::Tensor& x, const at::Tensor& w, int spatial, const int* stride,
-                              const int* padding, const int* dilation, int64_t groups) {
+                              const int* padding, const int* dilation, int64_t groups, bool transposed,
+                              const int* output_padding) {
     TORCH_CHECK(x.dim() == spatial + 2 && w.dim() == spatial + 2, "kfuse convolution: expected a batched input");
     TORCH_CHECK(x.scalar_type() == at::kFloat && w.scalar_type() == at::kFloat, "kfuse convolution: float32 only");
     TORCH_CHECK(x.device() == w.device(), "kfuse convolution: operands on different devices");
-    TORCH_CHECK(x.size(1) == w.size(1) * groups && w.size(0) % groups == 0, "kfuse convolution: channels do not match");
     ConvGeom g;
-    g.batch = x.size(0); g.in_channels = x.size(1); g.out_channels = w.size(0); g.groups = groups;
-    g.in_per_group = x.size(1) / groups; g.out_per_group = w.size(0) / groups;
+    g.batch = x.size(0); g.in_channels = x.size(1); g.groups = groups; g.in_per_group = x.size(1) / groups;
+    if (transposed) {
+        TORCH_CHECK(x.size(1) == w.size(0) && w.size(0) % groups == 0, "kfuse convolution: channels do not match");
+        g.out_per_group = w.size(1); g.out_channels = w.size(1) * groups;
+    } else {
+        TORCH_CHECK(x.size(1) == w.size(1) * groups && w.size(0) % groups == 0, "kfuse convolution: channels do not match");
+        g.out_per_group = w.size(0) / groups; g.out_channels = w.size(0);
+    }
     g.in_plane = g.out_plane = g.taps = 1;
     for (int d = 0; d < 3; ++d) {
         const int at_d = d - (3 - spatial);  // leading dims of conv1d/conv2d: size 1
@@ -224,7 +248,9 @@ inline ConvGeom conv_geometry(const at::Tensor& x, const at::Tensor& w, int spat
         g.padding[d] = real ? padding[at_d] : 0;
         g.dilation[d] = real ? dilation[at_d] : 1;
         const int64_t span = (int64_t)g.dilation[d] * (g.kernel[d] - 1) + 1;
-        const int64_t out = ((int64_t)g.in_size[d] + 2 * g.padding[d] - span) / g.stride[d] + 1;
+        const int64_t out = transposed
+            ? ((int64_t)g.in_size[d] - 1) * g.stride[d] - 2 * g.padding[d] + span + (real ? output_padding[at_d] : 0)
+            : ((int64_t)g.in_size[d] + 2 * g.padding[d] - span) / g.stride[d] + 1;
         TORCH_CHECK(out > 0, "kfuse convolution: the kernel is larger than the padded input");
         g.out_size[d] = (int)out;
         g.in_plane *= g.in_size[d]; g.out_plane *= out; g.taps *= g.kernel[d];
@@ -262,7 +288,8 @@ constexpr bool CONV_TENSOR_CORES = true;
 // One block's share of the implicit GEMM's operands for K steps of BK: BM weights rows x BK, and BK x BN input
 // values gathered from the pixels' receptive fields (zero in the padding). Loaded into registers (`gather`,
 // in flight while the block computes on the previous step), then stored to shared memory (`stage`).
-template <int BM, int BN, int BK>
+// TRANSPOSED: the adjoint, gathered: output pixel o reads input i through tap t where i*stride = o + pad - t*dil.
+template <int BM, int BN, int BK, bool TRANSPOSED>
 struct ConvTileLoader {
     static constexpr int A_LOADS = (BM * BK + CONV_THREADS - 1) / CONV_THREADS;
     static constexpr int B_LOADS = BN * BK / CONV_THREADS;  // k rows of this thread's pixel column
@@ -279,11 +306,11 @@ struct ConvTileLoader {
         const int64_t n = p_ok ? p / g.out_plane : 0;
         const int s = p_ok ? (int)(p % g.out_plane) : 0;
         const int ox = s % g.out_size[2], oy = s / g.out_size[2] % g.out_size[1], oz = s / g.out_size[2] / g.out_size[1];
-        iz0 = oz * g.stride[0] - g.padding[0];
-        iy0 = oy * g.stride[1] - g.padding[1];
-        ix0 = ox * g.stride[2] - g.padding[2];
+        iz0 = TRANSPOSED ? oz + g.padding[0] : oz * g.stride[0] - g.padding[0];
+        iy0 = TRANSPOSED ? oy + g.padding[1] : oy * g.stride[1] - g.padding[1];
+        ix0 = TRANSPOSED ? ox + g.padding[2] : ox * g.stride[2] - g.padding[2];
         xg = x + (n * g.in_channels + group * g.in_per_group) * g.in_plane;
-        wg = w + group * g.out_per_group * g.k_per_group;
+        wg = w + group * g.out_per_group * g.k_per_group;  // (C_in/groups x C_out/groups x taps when transposed)
     }
 
     __device__ __forceinline__ void gather(const ConvGeom& g, int64_t k0) {
@@ -291,7 +318,11 @@ struct ConvTileLoader {
         for (int j = 0; j < A_LOADS; ++j) {
             const int e = threadIdx.x + j * CONV_THREADS, m = e / BK, kk = e % BK;
             const int64_t co = m0 + m, k = k0 + kk;
-            a[j] = (e < BM * BK && co < g.out_per_group && k < g.k_per_group) ? __ldg(wg + co * g.k_per_group + k) : 0.0f;
+            const bool inside = e < BM * BK && co < g.out_per_group && k < g.k_per_group;
+            if constexpr (TRANSPOSED)  // weight (C_in, C_out/groups, taps): k = (input channel, tap)
+                a[j] = inside ? __ldg(wg + (k / g.taps * g.out_per_group + co) * g.taps + k % g.taps) : 0.0f;
+            else
+                a[j] = inside ? __ldg(wg + co * g.k_per_group + k) : 0.0f;
         }
         // (input channel, tap) of the first k, then walked one tap at a time: no division per element
         const int64_t k1 = k0 + (threadIdx.x / BN) * B_LOADS;
@@ -301,9 +332,18 @@ struct ConvTileLoader {
         const float* xc = xg + ci * g.in_plane;  // in-plane offsets fit 32 bits (checked on the host)
         #pragma unroll
         for (int kk = 0; kk < B_LOADS; ++kk) {
-            const int iz = iz0 + kz * g.dilation[0], iy = iy0 + ky * g.dilation[1], ix = ix0 + kx * g.dilation[2];
-            const bool inside = p_ok && k1 + kk < g.k_per_group && (unsigned)iz < (unsigned)g.in_size[0]
-                                && (unsigned)iy < (unsigned)g.in_size[1] && (unsigned)ix < (unsigned)g.in_size[2];
+            int iz, iy, ix;
+            bool inside = p_ok && k1 + kk < g.k_per_group;
+            if constexpr (TRANSPOSED) {
+                const int tz = iz0 - kz * g.dilation[0], ty = iy0 - ky * g.dilation[1], tx = ix0 - kx * g.dilation[2];
+                iz = tz / g.stride[0]; iy = ty / g.stride[1]; ix = tx / g.stride[2];
+                inside = inside && tz >= 0 && ty >= 0 && tx >= 0 && iz * g.stride[0] == tz && iy * g.stride[1] == ty
+                         && ix * g.stride[2] == tx;
+            } else {
+                iz = iz0 + kz * g.dilation[0]; iy = iy0 + ky * g.dilation[1]; ix = ix0 + kx * g.dilation[2];
+            }
+            inside = inside && (unsigned)iz < (unsigned)g.in_size[0] && (unsigned)iy < (unsigned)g.in_size[1]
+                     && (unsigned)ix < (unsigned)g.in_size[2];
             b[kk] = inside ? __ldg(xc + (iz * g.in_size[1] + iy) * g.in_size[2] + ix) : 0.0f;
             if (++kx == g.kernel[2]) {
                 kx = 0;
@@ -351,7 +391,7 @@ __device__ __forceinline__ void conv_store(float* __restrict__ out, const ConvGe
 // Implicit GEMM on FFMA: a block computes 8*TM output channels of one group x 256 output pixels. A warp covers
 // 4 channel rows x 8 pixel columns of threads, so each shared-memory read serves 8 (weights) or 4 (inputs)
 // threads at once; a thread holds TM channels x 8 pixels (two runs of 4: float4 stores).
-template <int TM, class Epilogue>
+template <int TM, bool TRANSPOSED, class Epilogue>
 __global__ void __launch_bounds__(CONV_THREADS, 2)
 conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g, const Epilogue epi,
            float* __restrict__ out) {
@@ -364,7 +404,7 @@ conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvG
     const int64_t m_tiles = (g.out_per_group + BM - 1) / BM;
     const int64_t group = blockIdx.y / m_tiles, m0 = (blockIdx.y % m_tiles) * BM;
     const int64_t p0 = (int64_t)blockIdx.x * BN, K = g.k_per_group;
-    ConvTileLoader<BM, BN, BK> tile(x, w, g, group, m0, p0);
+    ConvTileLoader<BM, BN, BK, TRANSPOSED> tile(x, w, g, group, m0, p0);
 
     float acc[TM][8];
     #pragma unroll
@@ -424,7 +464,7 @@ __device__ __forceinline__ void mma_tf32(float* c, const uint32_t* a, const uint
 
 // Implicit GEMM on tensor cores, 3xTF32 (fp32 accuracy): a block computes 64 output channels x 128 pixels; each
 // of its 8 warps 32 x 32 as 2 x 4 m16n8k8 tiles, operands split into TF32 pairs as they leave shared memory.
-template <class Epilogue>
+template <bool TRANSPOSED, class Epilogue>
 __global__ void __launch_bounds__(CONV_THREADS, 2)
 conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g, const Epilogue epi,
               float* __restrict__ out) {
@@ -437,7 +477,7 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
     const int64_t m_tiles = (g.out_per_group + BM - 1) / BM;
     const int64_t group = blockIdx.y / m_tiles, m0 = (blockIdx.y % m_tiles) * BM;
     const int64_t p0 = (int64_t)blockIdx.x * BN, K = g.k_per_group;
-    ConvTileLoader<BM, BN, BK> tile(x, w, g, group, m0, p0);
+    ConvTileLoader<BM, BN, BK, TRANSPOSED> tile(x, w, g, group, m0, p0);
 
     float acc[2][4][4];
     #pragma unroll
@@ -499,7 +539,7 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
 }
 
 // Direct: one thread per output element (groups with few output channels: depthwise).
-template <class Epilogue>
+template <bool TRANSPOSED, class Epilogue>
 __global__ void conv_direct(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g,
                             const Epilogue epi, float* __restrict__ out) {
     const int64_t total = g.pixels * g.out_channels;
@@ -507,17 +547,18 @@ __global__ void conv_direct(const float* __restrict__ x, const float* __restrict
         const int64_t s = i % g.out_plane, c = i / g.out_plane % g.out_channels, n = i / g.out_plane / g.out_channels;
         const int ox = (int)(s % g.out_size[2]), oy = (int)(s / g.out_size[2] % g.out_size[1]);
         const int oz = (int)(s / g.out_size[2] / g.out_size[1]);
-        const int64_t group = c / g.out_per_group;
+        const int64_t group = c / g.out_per_group, co = c % g.out_per_group;
         const float* xc = x + (n * g.in_channels + group * g.in_per_group) * g.in_plane;
-        const float* wc = w + c * g.k_per_group;
         float sum = 0.0f;
         for (int64_t ci = 0; ci < g.in_per_group; ++ci, xc += g.in_plane) {
+            const float* wc = TRANSPOSED ? w + ((group * g.in_per_group + ci) * g.out_per_group + co) * g.taps
+                                         : w + c * g.k_per_group + ci * g.taps;
             for (int kz = 0; kz < g.kernel[0]; ++kz) {
-                const int iz = oz * g.stride[0] - g.padding[0] + kz * g.dilation[0];
+                int iz = conv_source(oz, kz, 0, g, TRANSPOSED);
                 for (int ky = 0; ky < g.kernel[1]; ++ky) {
-                    const int iy = oy * g.stride[1] - g.padding[1] + ky * g.dilation[1];
+                    int iy = conv_source(oy, ky, 1, g, TRANSPOSED);
                     for (int kx = 0; kx < g.kernel[2]; ++kx, ++wc) {
-                        const int ix = ox * g.stride[2] - g.padding[2] + kx * g.dilation[2];
+                        int ix = conv_source(ox, kx, 2, g, TRANSPOSED);
                         if ((unsigned)iz < (unsigned)g.in_size[0] && (unsigned)iy < (unsigned)g.in_size[1]
                             && (unsigned)ix < (unsigned)g.in_size[2])
                             sum = fmaf(__ldg(wc), __ldg(xc + ((int64_t)iz * g.in_size[1] + iy) * g.in_size[2] + ix), sum);
@@ -530,26 +571,26 @@ __global__ void conv_direct(const float* __restrict__ x, const float* __restrict
 }
 
 // Picks the kernel: the GEMM tile that wastes fewest channel rows, or the direct kernel for tiny groups.
-template <class Epilogue>
+template <bool TRANSPOSED, class Epilogue>
 void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out, int sms,
                   cudaStream_t stream) {
     if (g.out_per_group < CONV_DIRECT_BELOW) {
         const int64_t total = g.pixels * g.out_channels;
         const unsigned blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, (int64_t)sms * 32));
-        conv_direct<Epilogue><<<blocks, 256, 0, stream>>>(x, w, g, epi, out);
+        conv_direct<TRANSPOSED, Epilogue><<<blocks, 256, 0, stream>>>(x, w, g, epi, out);
         return;
     }
     if (CONV_TENSOR_CORES && g.out_per_group > 32) {
         const dim3 grid((unsigned)((g.pixels + 127) / 128), (unsigned)(g.groups * ((g.out_per_group + 63) / 64)));
-        conv_igemm_tc<Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
+        conv_igemm_tc<TRANSPOSED, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
         return;
     }
     const int bm = g.out_per_group > 32 ? 64 : g.out_per_group > 16 ? 32 : 16;
     const dim3 grid((unsigned)((g.pixels + CONV_BN - 1) / CONV_BN),
                     (unsigned)(g.groups * ((g.out_per_group + bm - 1) / bm)));
-    if (bm == 64) conv_igemm<8, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
-    else if (bm == 32) conv_igemm<4, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
-    else conv_igemm<2, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
+    if (bm == 64) conv_igemm<8, TRANSPOSED, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
+    else if (bm == 32) conv_igemm<4, TRANSPOSED, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
+    else conv_igemm<2, TRANSPOSED, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
 }
 }  // namespace kf
 """
@@ -560,30 +601,32 @@ CONV_DIRECT_BELOW = 8
 # The CPU loop: per (image, output channel) plane, every (input channel, tap) adds a shifted input row.
 CONV_CPU_TEMPLATE = r"""
 namespace kf {
-template <class Epilogue>
+template <bool TRANSPOSED, class Epilogue>
 void conv_forward_cpu(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out) {
     at::parallel_for(0, g.batch * g.out_channels, 1, [&](int64_t begin, int64_t end) {
         for (int64_t plane = begin; plane < end; ++plane) {
             const int64_t n = plane / g.out_channels, c = plane % g.out_channels, group = c / g.out_per_group;
             float* o = out + plane * g.out_plane;
             std::fill(o, o + g.out_plane, 0.0f);
-            const float* wc = w + c * g.k_per_group;
+            const int64_t co = c % g.out_per_group;
             for (int64_t ci = 0; ci < g.in_per_group; ++ci) {
                 const float* xc = x + (n * g.in_channels + group * g.in_per_group + ci) * g.in_plane;
+                const float* wc = TRANSPOSED ? w + ((group * g.in_per_group + ci) * g.out_per_group + co) * g.taps
+                                             : w + c * g.k_per_group + ci * g.taps;
                 for (int kz = 0; kz < g.kernel[0]; ++kz)
                 for (int ky = 0; ky < g.kernel[1]; ++ky)
                 for (int kx = 0; kx < g.kernel[2]; ++kx) {
                     const float weight = *wc++;
                     for (int oz = 0; oz < g.out_size[0]; ++oz) {
-                        const int iz = oz * g.stride[0] - g.padding[0] + kz * g.dilation[0];
+                        const int iz = conv_source(oz, kz, 0, g, TRANSPOSED);
                         if (iz < 0 || iz >= g.in_size[0]) continue;
                         for (int oy = 0; oy < g.out_size[1]; ++oy) {
-                            const int iy = oy * g.stride[1] - g.padding[1] + ky * g.dilation[1];
+                            const int iy = conv_source(oy, ky, 1, g, TRANSPOSED);
                             if (iy < 0 || iy >= g.in_size[1]) continue;
                             const float* row = xc + ((int64_t)iz * g.in_size[1] + iy) * g.in_size[2];
                             float* orow = o + ((int64_t)oz * g.out_size[1] + oy) * g.out_size[2];
                             for (int ox = 0; ox < g.out_size[2]; ++ox) {
-                                const int ix = ox * g.stride[2] - g.padding[2] + kx * g.dilation[2];
+                                const int ix = conv_source(ox, kx, 2, g, TRANSPOSED);
                                 if (ix >= 0 && ix < g.in_size[2]) orow[ox] += weight * row[ix];
                             }
                         }
@@ -638,14 +681,15 @@ struct {kernel.name}_epilogue {{
 
 def _launcher(kernel: ConvKernel, target: str) -> str:
     count = len(kernel.operands)
+    transposed = "true" if kernel.transposed else "false"
     if target == "cuda":
         signature = (f"void {kernel.name}_launch(const float* x, const float* w, const kf::ConvGeom& g, "
                      f"const kf::ConvOperand* o, float* out, int sms, cudaStream_t stream)")
-        call = "    kf::conv_forward(x, w, g, epi, out, sms, stream);\n"
+        call = f"    kf::conv_forward<{transposed}>(x, w, g, epi, out, sms, stream);\n"
     else:
         signature = (f"void {kernel.name}_launch(const float* x, const float* w, const kf::ConvGeom& g, "
                      f"const kf::ConvOperand* o, float* out)")
-        call = "    kf::conv_forward_cpu(x, w, g, epi, out);\n"
+        call = f"    kf::conv_forward_cpu<{transposed}>(x, w, g, epi, out);\n"
     return (f"{signature} {{\n    {kernel.name}_epilogue epi;\n"
             f"    for (int k = 0; k < {count}; ++k) epi.o[k] = o[k];\n{call}}}\n")
 
@@ -667,9 +711,10 @@ def _host_wrapper(kernel: ConvKernel, target: str) -> str:
 // {kernel.name}: {' -> '.join(kernel.ops)}, the output written once
 at::Tensor {kernel.name}(const at::Tensor& input, const at::Tensor& weight{params}) {{
     const int stride[{kernel.spatial}] = {ints(kernel.stride)}, padding[{kernel.spatial}] = {ints(kernel.padding)};
-    const int dilation[{kernel.spatial}] = {ints(kernel.dilation)};
+    const int dilation[{kernel.spatial}] = {ints(kernel.dilation)}, output_padding[{kernel.spatial}] = {ints(kernel.output_padding)};
     const at::Tensor x = input.contiguous(), w = weight.contiguous();
-    const kf::ConvGeom g = kf::conv_geometry(x, w, {kernel.spatial}, stride, padding, dilation, {kernel.groups});
+    const kf::ConvGeom g = kf::conv_geometry(x, w, {kernel.spatial}, stride, padding, dilation, {kernel.groups},
+                                             {"true" if kernel.transposed else "false"}, output_padding);
     std::vector<int64_t> sizes = {{g.batch, g.out_channels}};
     for (int d = 3 - {kernel.spatial}; d < 3; ++d) sizes.push_back(g.out_size[d]);
     at::Tensor out = at::empty(sizes, x.options().memory_format(at::MemoryFormat::Contiguous));
