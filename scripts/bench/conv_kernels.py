@@ -41,6 +41,9 @@ SMALL = {  # name: (module constructor, epilogue, input shapes)
     "grouped_20": ("nn.Conv2d(12, 40, 3, groups=2)", "y", [(2, 12, 11, 13)]),
     "full_operand": ("nn.Conv2d(3, 66, 3, padding=1)", "torch.relu(y) * w", [(2, 3, 9, 10), (2, 66, 9, 10)]),
     "big_k": ("nn.Conv2d(70, 64, 3)", "y", [(1, 70, 12, 13)]),
+    "convt2d_groups": ("nn.ConvTranspose2d(6, 40, (3, 2), stride=(2, 3), padding=(1, 0), output_padding=(1, 2), "
+                       "groups=2, dilation=(1, 2))", "torch.relu(y)", [(2, 6, 7, 9)]),
+    "convt3d": ("nn.ConvTranspose3d(5, 36, 3, stride=2, padding=1, output_padding=1)", "y", [(2, 5, 4, 5, 6)]),
 }
 
 PROBLEM = '''import torch
@@ -68,7 +71,8 @@ def get_init_inputs():
 
 TIMED = ["suite/seeds/conv2d_div_leaky_relu.py"] + [f"suite/level1/{n}" for n in (
     "50_conv_standard_2D.py", "51_conv_standard_1D.py", "52_conv_standard_3D.py", "56_conv_pointwise_2D.py",
-    "57_conv_grouped_2D.py", "58_conv_strided_2D.py", "59_conv_dilated_2D.py", "60_conv_asymmetric_kernel_2D.py")] + [
+    "57_conv_grouped_2D.py", "58_conv_strided_2D.py", "59_conv_dilated_2D.py", "60_conv_asymmetric_kernel_2D.py",
+    "53_conv_transposed_2D.py", "54_conv_transposed_3D.py")] + [
     f"suite/level2/{n}" for n in ("1_Conv2d_ReLU_BiasAdd.py", "2_Conv2d_GroupNorm_ReLU.py",
                                   "5_Conv2d_HardSwish_ReLU.py", "10_Conv2d_Multiply_LeakyReLU_GELU.py")]
 
@@ -164,7 +168,7 @@ def main() -> int:
             extra[f"{name}@cudnn"] = optimize(problems[name], work / f"{name}_cudnn_new.py", "cuda").path
             source_of[f"{name}@cudnn"] = problems[name]
         kfuse.conv.fuse_convolutions = own
-    with ThreadPoolExecutor(max_workers=14) as pool:
+    with ThreadPoolExecutor(max_workers=16) as pool:
         builds = list(pool.map(build, list(emitted.values()) + list(extra.values())))
     for path, code, err in builds:
         if code:
