@@ -60,7 +60,7 @@ def test_depthwise_convolutions_stay_on_cudnn_on_the_gpu(tmp_path):
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 @pytest.mark.parametrize("problem", ["conv_div_leaky", "conv3d_bias_tanh", "conv2d_strided_grouped",
-                                     "broadcast_two_inputs", "activation_chain"])
+                                     "conv_transpose2d_relu", "broadcast_two_inputs", "activation_chain"])
 def test_nvcc_compiles_the_kernels(problem, tmp_path):
     _, text = sources(problem, tmp_path)
     cu = tmp_path / "kernels.cu"

@@ -23,6 +23,8 @@ EXPECTED = {
     "conv3d_bias_tanh": ([["conv3d", "bias_of_conv3d", "add", "tanh", "mul"]], []),
     "conv2d_strided_grouped": ([["conv2d"]], []),
     "conv1d_depthwise_tanh": ([["conv1d", "bias_of_conv1d", "tanh"]], []),
+    # the adjoint, gathered: each output reads the inputs that map to it
+    "conv_transpose2d_relu": ([["conv_transpose2d", "bias_of_conv_transpose2d", "relu", "mul"]], []),
     "bias_gelu_clamp": ([["add", "gelu", "clamp"]], []),
     "activation_chain": (None, []),  # one kernel; its op list is long
     "broadcast_two_inputs": ([["div"], ["mul", "sub", "minimum", "maximum", "add"]], []),
