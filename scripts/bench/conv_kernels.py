@@ -28,19 +28,16 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from kfuse.errors import UsageError  # noqa: E402
 from kfuse.optimize import optimize  # noqa: E402
 
 SMALL = {  # name: (module constructor, epilogue, input shapes)
     "c2d_div_leaky": ("nn.Conv2d(5, 9, 3)", "torch.nn.functional.leaky_relu(y / 2, 0.01)", [(3, 5, 19, 23)]),
-    "c2d_s2_p1_d2_g2": ("nn.Conv2d(6, 20, (3, 2), stride=2, padding=1, dilation=2, groups=2, bias=False)", "y",
-                        [(2, 6, 17, 21)]),
     "c1d_s3_p2_70": ("nn.Conv1d(5, 70, 5, stride=3, padding=2)", "torch.tanh(y)", [(3, 5, 101)]),
     "c3d_bias_param": ("nn.Conv3d(4, 37, 3, padding=(1, 0, 2))", "torch.relu(y + self.extra) * 1.5",
                        [(2, 4, 7, 9, 11)]),
-    "grouped_12": ("nn.Conv2d(16, 48, 3, groups=4)", "y.clamp(-0.5, 0.5)", [(2, 16, 11, 13)]),
     "grouped_20": ("nn.Conv2d(12, 40, 3, groups=2)", "y", [(2, 12, 11, 13)]),
     "full_operand": ("nn.Conv2d(3, 66, 3, padding=1)", "torch.relu(y) * w", [(2, 3, 9, 10), (2, 66, 9, 10)]),
-    "big_k": ("nn.Conv2d(70, 64, 3)", "y", [(1, 70, 12, 13)]),
     "convt2d_groups": ("nn.ConvTranspose2d(6, 40, (3, 2), stride=(2, 3), padding=(1, 0), output_padding=(1, 2), "
                        "groups=2, dilation=(1, 2))", "torch.relu(y)", [(2, 6, 7, 9)]),
     "convt3d": ("nn.ConvTranspose3d(5, 36, 3, stride=2, padding=1, output_padding=1)", "y", [(2, 5, 4, 5, 6)]),
@@ -124,11 +121,18 @@ def models(problem: Path, candidate: Path):
     return ns, ref, new
 
 
+def save(out: Path, rows: list) -> None:
+    gpu = torch.cuda.get_device_name(0)
+    (out / f"conv-kernels-{gpu.replace(' ', '-')}.json").write_text(
+        json.dumps({"gpu": gpu, "torch": torch.__version__, "cudnn_allow_tf32": False, "rows": rows}, indent=2))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--variants", action="store_true")
     parser.add_argument("--skip-small", action="store_true")
+    parser.add_argument("--dry-run", action="store_true", help="emit every file, build and run nothing")
     parser.add_argument("--compare-cudnn", action="store_true",
                         help="also time each problem as kfuse planned it before (cuDNN + the epilogue in place)")
     args = parser.parse_args()
@@ -154,20 +158,24 @@ def main() -> int:
     extra, source_of = {}, {}
     if args.variants:  # build options compared on the seed and two problems with a larger K
         ffma = ("constexpr bool CONV_TENSOR_CORES = true;", "constexpr bool CONV_TENSOR_CORES = false;")
-        lb1 = ("__launch_bounds__(CONV_THREADS, 2)\nconv_igemm_tc", "__launch_bounds__(CONV_THREADS, 1)\nconv_igemm_tc")
-        for name in ("conv2d_div_leaky_relu", "50_conv_standard_2D", "1_Conv2d_ReLU_BiasAdd"):
+        for name in ("conv2d_div_leaky_relu", "50_conv_standard_2D"):
             extra[f"{name}@ffma"] = variant(emitted[name], *ffma, "_ffma")
             source_of[f"{name}@ffma"] = problems[name]
-        extra["conv2d_div_leaky_relu@tc_lb1"] = variant(emitted["conv2d_div_leaky_relu"], *lb1, "_lb1")
-        source_of["conv2d_div_leaky_relu@tc_lb1"] = problems["conv2d_div_leaky_relu"]
     if args.compare_cudnn:  # the planner without the convolution hook: cuDNN, then the epilogue in place
         import kfuse.conv
         own = kfuse.conv.fuse_convolutions
         kfuse.conv.fuse_convolutions = lambda steps, *rest: steps
         for name in [n for n in problems if n not in SMALL]:
-            extra[f"{name}@cudnn"] = optimize(problems[name], work / f"{name}_cudnn_new.py", "cuda").path
+            try:  # a bare convolution has no kfuse kernel left: its cuDNN time is the module's own, timed below
+                extra[f"{name}@cudnn"] = optimize(problems[name], work / f"{name}_cudnn_new.py", "cuda").path
+            except UsageError:
+                continue
             source_of[f"{name}@cudnn"] = problems[name]
         kfuse.conv.fuse_convolutions = own
+    if args.dry_run:
+        print({**{n: str(p) for n, p in emitted.items()}, **{n: str(p) for n, p in extra.items()}})
+        print({n: str(source_of.get(n) or problems.get(n)) for n in list(problems) + list(extra)})
+        return 0
     with ThreadPoolExecutor(max_workers=16) as pool:
         builds = list(pool.map(build, list(emitted.values()) + list(extra.values())))
     for path, code, err in builds:
@@ -192,7 +200,9 @@ def main() -> int:
                      "kernels": kernels[name]})
         print(f"{name:28} {'ok' if ok else 'WRONG'} err {err_new:.2e} (ref {err_ref:.2e}) {kernels[name]}", flush=True)
 
-    timed = [n for n in problems if n not in SMALL] + list(extra)
+    timed = []
+    for name in [n for n in problems if n not in SMALL]:  # each problem, then its variants
+        timed += [name] + [v for v in extra if v.split("@")[0] == name]
     for name in timed:
         source = problems.get(name) or source_of[name]
         ns, ref, new = models(source, emitted.get(name, extra.get(name)))
@@ -209,12 +219,11 @@ def main() -> int:
                "cudnn_conv_ms": t_cudnn, "kernels": kernels.get(name, ["variant"])}
         rows.append(row)
         print(f"{name:40} rel {rel:.1e} eager {t_eager:8.3f} cudnn-conv {t_cudnn:8.3f} kfuse {t_new:8.3f}", flush=True)
+        save(args.out, rows)
         del ref, new, inputs, want, got
         torch.cuda.empty_cache()
 
-    gpu = torch.cuda.get_device_name(0)
-    (args.out / f"conv-kernels-{gpu.replace(' ', '-')}.json").write_text(
-        json.dumps({"gpu": gpu, "torch": torch.__version__, "rows": rows}, indent=2))
+    save(args.out, rows)
     print(f"\n{'problem':40} {'eager':>8} {'cuDNN conv':>10} {'kfuse':>8} {'vs eager':>8} {'vs cuDNN':>8}  kernels")
     for r in rows:
         if r["phase"] == "timed":
