@@ -5,13 +5,17 @@ Planning: a convolution library call, and the fused pointwise kernel the planner
 (with the convolution's bias moved into it), become one ConvKernel step. A convolution with nothing after it
 becomes one too (its bias is its epilogue). What the templates do not cover stays a library call.
 
-Printing, CUDA: an implicit GEMM on FFMA (exact fp32, the same products PyTorch sums, in another order).
+Printing, CUDA: an implicit GEMM on FFMA (exact fp32; on the suite's problems bitwise equal to cuDNN's output).
   GEMM view: M = output channels of a group, N = output pixels (batch x spatial, flattened), K = input
   channels of a group x kernel taps. A block computes BM = 8*TM channels x 256 pixels; each of its 256 threads
   TM channels x 8 pixels (two runs of 4 adjacent pixels, so every output row is a float4 store). K advances
   8 at a time through double-buffered shared memory: the weights as they are, the input gathered (im2col on the
   fly, zero outside the padding) by one pixel column per thread, loads of the next step in flight during the
   FFMAs of this one. Groups with few output channels (depthwise) take a direct kernel: one thread per output.
+  A 3xTF32 tensor-core variant (mma.sync, operands split into TF32 pairs) is kept behind CONV_TENSOR_CORES: it
+  measured 7% faster on the seed and 7% slower on a large-K problem, so FFMA is the default.
+  On an H100 cuDNN's fp32 kernels are faster than both (results/conv-kernels-*.md): on CUDA the planner uses these
+  kernels only for files of bare convolutions, which would otherwise get no candidate (_kernels_on_cuda).
 Printing, CPU: for each (image, output channel) plane, the taps accumulate into a row buffer in the same
   (input channel, tap) order, then the epilogue runs over the plane.
 The epilogue is the pointwise kernel's own op function (codegen._op_function): one expression table for all.
@@ -84,6 +88,9 @@ class ConvKernel:
 # ---------------------------------------------------------------------------------------------------------------
 # Planning
 
+# On CUDA, a file whose only work is convolutions gets these kernels rather than no candidate (see _kernels_on_cuda).
+BARE_CONVOLUTIONS_ON_CUDA = True
+
 
 def _ints(value, count: int) -> list[int] | None:
     value = list(value) if isinstance(value, (list, tuple)) else [value]
@@ -130,10 +137,12 @@ def conv_spec(node: torch.fx.Node) -> dict | None:
 def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str) -> list:
     """Replace each covered convolution library call (with the pointwise kernel written in place into its output)
     by a ConvKernel step, placed where that kernel was (every epilogue operand exists by then)."""
+    if target == "cuda" and not _kernels_on_cuda(steps):
+        return steps
     out = list(steps)
     for call in [s for s in steps if isinstance(s, LibraryCall) and s.anchor and not s.channels_last]:
         spec = conv_spec(call.node)
-        if spec is None or (target == "cuda" and not _faster_than_library(call.node, spec)):
+        if spec is None:
             continue
         epilogue = next((s for s in out if isinstance(s, FusedKernel) and s.write_into == call.node.name
                          and s.channels_last_input is None), None)
@@ -155,13 +164,15 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str) -
     return out
 
 
-def _faster_than_library(node: torch.fx.Node, spec: dict) -> bool:
-    """The frozen rule for the CUDA target, from scripts/bench/conv_kernels.py on an H100
-    (results/conv-kernels-*.json): the direct kernel (under CONV_DIRECT_BELOW output channels per group, i.e.
-    depthwise) ran 2.3x slower than cuDNN's depthwise kernel (suite 55: 5.95 ms vs 2.55 ms), so it stays there."""
-    weight = tensor_meta(node.args[1]).shape
-    out_per_group = weight[1] if spec["transposed"] else weight[0] // spec["groups"]
-    return out_per_group >= CONV_DIRECT_BELOW
+def _kernels_on_cuda(steps: list) -> bool:
+    """The frozen rule for the CUDA target, measured with scripts/bench/conv_kernels.py on an H100
+    (results/conv-kernels-NVIDIA-H100-80GB-HBM3-2026-11-22.md): cuDNN's fp32 convolutions ran faster than these
+    kernels on every problem timed (the seed with its epilogue 1.14 ms as cuDNN + the fused epilogue in place vs
+    1.50 ms; bare convolutions 0.58-0.64x cuDNN's speed). So cuDNN keeps every convolution of a file that has a kfuse
+    kernel anyway; a file of bare convolutions (which would be a file of library calls, no candidate at all) gets
+    these kernels: correct, slower than cuDNN, where the alternative is no answer."""
+    from kfuse.reduce import ReduceKernel
+    return BARE_CONVOLUTIONS_ON_CUDA and not any(isinstance(s, (FusedKernel, ReduceKernel)) for s in steps)
 
 
 def _index(steps: list, step) -> int:
@@ -282,8 +293,10 @@ inline void conv_operands(const Operand* o, const Shape& shape, int count, int s
 CONV_CUDA_TEMPLATES = r"""
 namespace kf {
 constexpr int CONV_THREADS = 256, CONV_BN = 256, CONV_BK = 8, CONV_PAD = 8;
-// 3xTF32 on tensor cores for groups of more than 32 output channels; false: FFMA everywhere
-constexpr bool CONV_TENSOR_CORES = true;
+// 3xTF32 on tensor cores for groups of more than 32 output channels; false: FFMA everywhere. Off: on an H100 the
+// FFMA kernel ran suite problem 50 (K = 576) in 12.6 ms and this one in 13.6 ms (the seed, K = 72: 1.60 vs 1.50 ms);
+// FFMA is also exact fp32.
+constexpr bool CONV_TENSOR_CORES = false;
 
 // One block's share of the implicit GEMM's operands for K steps of BK: BM weights rows x BK, and BK x BN input
 // values gathered from the pixels' receptive fields (zero in the padding). Loaded into registers (`gather`,
@@ -570,22 +583,25 @@ __global__ void conv_direct(const float* __restrict__ x, const float* __restrict
     }
 }
 
-// Picks the kernel: the GEMM tile that wastes fewest channel rows, or the direct kernel for tiny groups.
+// Picks the kernel: the GEMM tile that wastes fewest channel rows, or the direct kernel for tiny groups (and
+// for more channel tiles than a grid's y dimension holds).
 template <bool TRANSPOSED, class Epilogue>
 void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out, int sms,
                   cudaStream_t stream) {
-    if (g.out_per_group < CONV_DIRECT_BELOW) {
+    const int bm = g.out_per_group > 32 ? 64 : g.out_per_group > 16 ? 32 : 16;
+    if (g.out_per_group < CONV_DIRECT_BELOW || g.groups * ((g.out_per_group + bm - 1) / bm) > 65535) {
         const int64_t total = g.pixels * g.out_channels;
         const unsigned blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, (int64_t)sms * 32));
         conv_direct<TRANSPOSED, Epilogue><<<blocks, 256, 0, stream>>>(x, w, g, epi, out);
         return;
     }
-    if (CONV_TENSOR_CORES && g.out_per_group > 32) {
-        const dim3 grid((unsigned)((g.pixels + 127) / 128), (unsigned)(g.groups * ((g.out_per_group + 63) / 64)));
-        conv_igemm_tc<TRANSPOSED, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
-        return;
+    if constexpr (CONV_TENSOR_CORES) {
+        if (g.out_per_group > 32) {
+            const dim3 grid((unsigned)((g.pixels + 127) / 128), (unsigned)(g.groups * ((g.out_per_group + 63) / 64)));
+            conv_igemm_tc<TRANSPOSED, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
+            return;
+        }
     }
-    const int bm = g.out_per_group > 32 ? 64 : g.out_per_group > 16 ? 32 : 16;
     const dim3 grid((unsigned)((g.pixels + CONV_BN - 1) / CONV_BN),
                     (unsigned)(g.groups * ((g.out_per_group + bm - 1) / bm)));
     if (bm == 64) conv_igemm<8, TRANSPOSED, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);

@@ -36,31 +36,39 @@ def test_tf32_convolutions_run_channels_last_and_the_epilogue_transposes(tmp_pat
     assert "x.contiguous(at::MemoryFormat::ChannelsLast)" in text["CPP_SOURCE"]
     assert "fused_bias_div_leaky_relu_from_channels_last" in text["CUDA_SOURCE"]
     assert "tf32 precision policy" in cuda.path.read_text().split('"""')[1]
-    # fp32 on CUDA: 7 output channels per group is under kfuse.conv's threshold, so cuDNN's fp32 NCHW kernel runs
-    # and the epilogue writes in place into its output
+    # fp32 on CUDA: cuDNN's fp32 NCHW kernel runs (kfuse.conv's kernels measured slower there) and the epilogue
+    # writes in place into its output
     fp32, _ = sources("conv_div_leaky", tmp_path, "cuda")
     assert fp32.kernels[0]["reads_channels_last"] is None and fp32.kernels[0]["in_place_into"] == "conv2d"
     assert fp32.library_calls == ["aten.conv2d.default"]
 
 
 def test_convolution_and_its_epilogue_are_one_kernel(tmp_path):
-    result, text = sources("conv3d_bias_tanh", tmp_path)
+    result, text = sources("conv3d_bias_tanh", tmp_path, "cpu")
     assert [k["name"] for k in result.kernels] == ["fused_conv3d_bias_add_tanh_mul"] and result.library_calls == []
     assert result.kernels[0]["fuses"][:2] == ["aten.conv3d.default", "kfuse.bias_of_conv3d"]
     assert "p_conv_bias.view({-1, 1, 1, 1})" in text["CPP_SOURCE"]  # one value per channel
-    assert "conv_igemm_tc" in text["CUDA_SOURCE"] and "mma.sync.aligned.m16n8k8" in text["CUDA_SOURCE"]
 
 
-def test_depthwise_convolutions_stay_on_cudnn_on_the_gpu(tmp_path):
-    cuda, _ = sources("conv1d_depthwise_tanh", tmp_path)  # 2 output channels per group: cuDNN measured faster
-    assert cuda.library_calls == ["aten.conv1d.default"] and cuda.kernels[0]["in_place_into"] == "conv1d"
-    cpu, _ = sources("conv1d_depthwise_tanh", tmp_path, "cpu")
-    assert cpu.library_calls == [] and cpu.kernels[0]["name"] == "fused_conv1d_bias_tanh"
+def test_cuda_keeps_cudnn_where_the_file_has_kernels_anyway(tmp_path):
+    # kfuse.conv._kernels_on_cuda: cuDNN's fp32 convolutions measured faster; its bias moves into the epilogue
+    for problem, conv in (("conv1d_depthwise_tanh", "conv1d"), ("conv3d_bias_tanh", "conv3d")):
+        cuda, text = sources(problem, tmp_path)
+        assert cuda.library_calls == [f"aten.{conv}.default"] and cuda.kernels[0]["in_place_into"] == conv
+    assert "c10::IValue(), c10::IValue(std::vector<int64_t>{1, 1, 1})" in text["CPP_SOURCE"]  # called without it
+
+
+def test_bare_convolutions_are_kernels_on_cuda(tmp_path):
+    # a file of library calls alone is no candidate: the convolution becomes kfuse's kernel
+    cuda, text = sources("conv2d_strided_grouped", tmp_path)
+    assert [k["name"] for k in cuda.kernels] == ["fused_conv2d"] and cuda.library_calls == []
+    assert "kf::conv_forward<false>(x, w, g, epi, out, sms, stream)" in text["CUDA_SOURCE"]
+    assert "C10_CUDA_KERNEL_LAUNCH_CHECK" in text["CPP_SOURCE"]
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 @pytest.mark.parametrize("problem", ["conv_div_leaky", "conv3d_bias_tanh", "conv2d_strided_grouped",
-                                     "conv_transpose2d_relu", "broadcast_two_inputs", "activation_chain"])
+                                     "broadcast_two_inputs", "activation_chain"])
 def test_nvcc_compiles_the_kernels(problem, tmp_path):
     _, text = sources(problem, tmp_path)
     cu = tmp_path / "kernels.cu"
@@ -70,8 +78,28 @@ def test_nvcc_compiles_the_kernels(problem, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_nvcc_compiles_a_transposed_convolution_with_tensor_cores(tmp_path):
+    """The templates' other paths: the gathered adjoint, and the 3xTF32 kernel switched on (off by default)."""
+    problem = tmp_path / "convt3d.py"
+    problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                       "        self.conv = torch.nn.ConvTranspose3d(5, 36, 3, stride=2, padding=1, output_padding=1)\n"
+                       "    def forward(self, x):\n        return self.conv(x)\n"
+                       "def get_inputs():\n    return [torch.rand(2, 5, 4, 5, 6)]\ndef get_init_inputs():\n    return []\n")
+    result = optimize(problem, tmp_path / "convt3d_new.py", "cuda")
+    assert [k["name"] for k in result.kernels] == ["fused_conv_transpose3d_bias"] and result.library_calls == []
+    tree = ast.parse(result.path.read_text())
+    cuda = next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CUDA_SOURCE")
+    assert "kf::conv_forward<true>" in cuda
+    cu = tmp_path / "kernels.cu"
+    cu.write_text(cuda.replace("constexpr bool CONV_TENSOR_CORES = false;", "constexpr bool CONV_TENSOR_CORES = true;"))
+    done = subprocess.run([NVCC, "-c", "-O3", "-arch=sm_90", str(cu), "-o", str(tmp_path / "kernels.o")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 @pytest.mark.skipif(NVCC is None or cuda_include() is None, reason="CUDA toolkit headers not installed")
-@pytest.mark.parametrize("problem", ["conv3d_bias_tanh", "linear_scale_leaky"])
+@pytest.mark.parametrize("problem", ["conv3d_bias_tanh", "conv2d_strided_grouped", "linear_scale_leaky"])
 def test_host_side_compiles(problem, tmp_path):
     _, text = sources(problem, tmp_path)
     cpp = tmp_path / "host.cpp"
