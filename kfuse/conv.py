@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kfuse.plan import FUSABLE_DTYPES, FusedKernel, LibraryCall, tensor_meta
+from kfuse.plan import FUSABLE_DTYPES, FusedKernel, LibraryCall, TupleItem, tensor_meta
 
 # aten op -> (spatial dims, None for any; argument positions of stride, padding, dilation, groups)
 CONVOLUTIONS = {
@@ -171,8 +171,7 @@ def _kernels_on_cuda(steps: list) -> bool:
     1.50 ms; bare convolutions 0.58-0.64x cuDNN's speed). So cuDNN keeps every convolution of a file that has a kfuse
     kernel anyway; a file of bare convolutions (which would be a file of library calls, no candidate at all) gets
     these kernels: correct, slower than cuDNN, where the alternative is no answer."""
-    from kfuse.reduce import ReduceKernel
-    return BARE_CONVOLUTIONS_ON_CUDA and not any(isinstance(s, (FusedKernel, ReduceKernel)) for s in steps)
+    return BARE_CONVOLUTIONS_ON_CUDA and all(isinstance(s, (LibraryCall, TupleItem)) for s in steps)
 
 
 def _index(steps: list, step) -> int:
