@@ -9,9 +9,10 @@
 set -uo pipefail
 state=$1 seconds=$2 per_gpu=$3
 shift 3
+[ $# -gt 0 ] || set -- suite/level1 suite/level2
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/kfuse-ext}
 mkdir -p "$state"
-timeout -s INT -k 60 "$seconds" python3 -m kfuse bench "${@:-suite/level1 suite/level2}" --out "$state/out" \
+timeout -s INT -k 60 "$seconds" python3 -m kfuse bench "$@" --out "$state/out" \
     --per-gpu "$per_gpu" --min-seconds 0.5 2>&1 | tail -n 150
 status=${PIPESTATUS[0]}
 rm -rf "$state/out/locks"
