@@ -95,6 +95,12 @@ class Plan:
         return [s for s in self.steps if isinstance(s, LibraryCall)]
 
     @property
+    def attentions(self) -> list:
+        """Fused attention kernels (kfuse.attention.AttentionKernel)."""
+        from kfuse.attention import AttentionKernel
+        return [s for s in self.steps if isinstance(s, AttentionKernel)]
+
+    @property
     def reductions(self) -> list:
         """Fused reduction kernels (kfuse.reduce.ReduceKernel)."""
         from kfuse.reduce import ReduceKernel
@@ -187,9 +193,13 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
                     kernel.inputs.append(a.name)
     from kfuse import reduce  # reductions absorb the pointwise kernels around them (kfuse/reduce.py)
     steps = reduce.fuse_reductions(steps, nodes, _epochs(nodes))
+    from kfuse import attention  # scaled_dot_product_attention as one kernel (kfuse/attention.py)
+    steps = attention.fuse_attention(steps)
     for kernel in steps:
         if isinstance(kernel, reduce.ReduceKernel):
             kernel.name = _unique(reduce.kernel_name(kernel), names)
+        elif isinstance(kernel, attention.AttentionKernel):
+            kernel.name = _unique("fused_scaled_dot_product_attention", names)
         elif isinstance(kernel, FusedKernel):
             kernel.write_into = _reusable_buffer(kernel, steps)
             _move_conv_bias(kernel, steps)
