@@ -108,6 +108,7 @@ struct AttnView {
     const float* data;
     int64_t bs[KF_MAX_DIMS];   // strides of the batch dims
     int64_t row, col;          // strides of the sequence dim and the feature dim
+    bool vec;                  // rows read as float4 (features contiguous, every row 16-byte aligned)
 };
 struct AttnGeom {
     int nb;                    // batch dims
@@ -128,6 +129,8 @@ inline AttnView attn_view(const at::Tensor& t, int nb) {
     for (int d = 0; d < nb; ++d) v.bs[d] = t.stride(d);
     v.row = t.stride(nb);
     v.col = t.stride(nb + 1);
+    v.vec = v.col == 1 && t.size(nb + 1) % 4 == 0 && v.row % 4 == 0 && reinterpret_cast<uintptr_t>(v.data) % 16 == 0;
+    for (int d = 0; d < nb; ++d) v.vec = v.vec && v.bs[d] % 4 == 0;
     return v;
 }
 inline AttnGeom attn_geometry(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal) {
@@ -215,6 +218,34 @@ __device__ __forceinline__ float att_half_warp_sum(float x) {
     return x;
 }
 
+// Rows [r0, r0 + 64) of one batch entry's (rows x E) matrix into shared memory transposed (dst[e * 64 + j]), zero
+// past the end: consecutive threads take consecutive rows, so the transposed stores hit 32 different banks; each
+// thread reads 4 neighbouring features (one float4 when the view allows).
+template <typename index_t>
+__device__ __forceinline__ void att_load_transposed(float* dst, const AttnView& m, index_t base, int64_t r0,
+                                                    int64_t rows, int64_t E, int Dp) {
+    for (int idx = threadIdx.x; idx < 64 * (Dp / 4); idx += ATT_THREADS) {
+        const int j = idx % 64, e = (idx / 64) * 4;
+        const int64_t r = r0 + j;
+        float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (r < rows) {
+            const float* src = m.data + base + (index_t)r * (index_t)m.row;
+            if (m.vec) {
+                x = *reinterpret_cast<const float4*>(src + e);
+            } else {
+                x.x = e < E ? src[(index_t)e * (index_t)m.col] : 0.0f;
+                x.y = e + 1 < E ? src[(index_t)(e + 1) * (index_t)m.col] : 0.0f;
+                x.z = e + 2 < E ? src[(index_t)(e + 2) * (index_t)m.col] : 0.0f;
+                x.w = e + 3 < E ? src[(index_t)(e + 3) * (index_t)m.col] : 0.0f;
+            }
+        }
+        dst[(e + 0) * 64 + j] = x.x;
+        dst[(e + 1) * 64 + j] = x.y;
+        dst[(e + 2) * 64 + j] = x.z;
+        dst[(e + 3) * 64 + j] = x.w;
+    }
+}
+
 // Shared memory (floats): Qt[Dp][64] (Q transposed), Kt[Dp][64] (K transposed), V[64][128], Pt[64][64] (P
 // transposed: column j of P is one float4-readable row).
 template <typename index_t>
@@ -242,12 +273,7 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
             vo += (index_t)c * (index_t)v.bs[d];
         }
     }
-    // Q tile, transposed, zero-padded (rows past L and features past E)
-    for (int idx = t; idx < ATT_BM * Dp; idx += ATT_THREADS) {
-        const int i = idx / Dp, e = idx % Dp;
-        const int64_t row = i0 + i;
-        Qt[e * ATT_BM + i] = (row < g.L && e < g.E) ? q.data[qo + (index_t)row * (index_t)q.row + (index_t)e * (index_t)q.col] : 0.0f;
-    }
+    att_load_transposed<index_t>(Qt, q, qo, i0, g.L, g.E, Dp);  // zero-padded: rows past L, features past E
 
     float o[8][8];
     float m[8], l[8];
@@ -261,15 +287,23 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
     const int64_t key_end = g.causal ? (i0 + ATT_BM < g.S ? i0 + ATT_BM : g.S) : g.S;
     for (int64_t j0 = 0; j0 < key_end; j0 += ATT_BN) {
         __syncthreads();  // the previous step's readers of Kt, Vs and Pt are done
-        for (int idx = t; idx < ATT_BN * Dp; idx += ATT_THREADS) {
-            const int j = idx / Dp, e = idx % Dp;
+        att_load_transposed<index_t>(Kt, k, ko, j0, g.S, g.E, Dp);
+        for (int idx = t; idx < ATT_BN * (ATT_MAX_D / 4); idx += ATT_THREADS) {  // V as it is, zero-padded
+            const int j = idx / (ATT_MAX_D / 4), c = (idx % (ATT_MAX_D / 4)) * 4;
             const int64_t key = j0 + j;
-            Kt[e * ATT_BN + j] = (key < g.S && e < g.E) ? k.data[ko + (index_t)key * (index_t)k.row + (index_t)e * (index_t)k.col] : 0.0f;
-        }
-        for (int idx = t; idx < ATT_BN * ATT_MAX_D; idx += ATT_THREADS) {
-            const int j = idx / ATT_MAX_D, c = idx % ATT_MAX_D;
-            const int64_t key = j0 + j;
-            Vs[idx] = (key < g.S && c < g.Ev) ? v.data[vo + (index_t)key * (index_t)v.row + (index_t)c * (index_t)v.col] : 0.0f;
+            float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (key < g.S && c < g.Ev) {
+                const float* src = v.data + vo + (index_t)key * (index_t)v.row;
+                if (v.vec) {
+                    x = *reinterpret_cast<const float4*>(src + c);
+                } else {
+                    x.x = src[(index_t)c * (index_t)v.col];
+                    x.y = c + 1 < g.Ev ? src[(index_t)(c + 1) * (index_t)v.col] : 0.0f;
+                    x.z = c + 2 < g.Ev ? src[(index_t)(c + 2) * (index_t)v.col] : 0.0f;
+                    x.w = c + 3 < g.Ev ? src[(index_t)(c + 3) * (index_t)v.col] : 0.0f;
+                }
+            }
+            *reinterpret_cast<float4*>(Vs + j * ATT_MAX_D + c) = x;
         }
         __syncthreads();
 
@@ -367,15 +401,16 @@ bool attention_launch(const AttnView& q, const AttnView& k, const AttnView& v, f
     const int64_t blocks = g.batches * ((g.L + ATT_BM - 1) / ATT_BM);
     if (blocks == 0) return true;
     if (blocks > INT32_MAX) return false;
-    // more than 48 KiB of dynamic shared memory needs an opt-in, once per kernel (the largest size it may use)
+    // more than 48 KiB of dynamic shared memory needs an opt-in, once per kernel and device (the largest size it
+    // may use); a failure here makes the launch fail, which the caller's launch check reports
     static bool opted_in[256] = {false};
     int device = 0;
-    C10_CUDA_CHECK(cudaGetDevice(&device));
+    if (cudaGetDevice(&device) != cudaSuccess || device >= 256) return false;
     if (!opted_in[device]) {
         const int most = (int)(sizeof(float) * (2 * ATT_MAX_D * ATT_BM + ATT_BN * ATT_MAX_D + ATT_BN * ATT_BM));
-        C10_CUDA_CHECK(cudaFuncSetAttribute(attention_fwd<int32_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
-        C10_CUDA_CHECK(cudaFuncSetAttribute(attention_fwd<int64_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
-        opted_in[device] = true;
+        opted_in[device] =
+            cudaFuncSetAttribute(attention_fwd<int32_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) == cudaSuccess &&
+            cudaFuncSetAttribute(attention_fwd<int64_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) == cudaSuccess;
     }
     if (small_index) attention_fwd<int32_t><<<(unsigned)blocks, ATT_THREADS, bytes, stream>>>(q, k, v, out, g, Dp);
     else attention_fwd<int64_t><<<(unsigned)blocks, ATT_THREADS, bytes, stream>>>(q, k, v, out, g, Dp);
@@ -407,7 +442,8 @@ def _host(kernel: AttentionKernel, target: str) -> str:
     causal = "true" if kernel.causal else "false"
     if target == "cuda":
         run = (f"    int64_t worst = 0;  // 32-bit offsets only when every buffer fits\n"
-               f"    for (const at::Tensor* t : {{&q, &k, &v, &out}}) {{\n"
+               f"    const at::Tensor* buffers[4] = {{&q, &k, &v, &out}};\n"
+               f"    for (const at::Tensor* t : buffers) {{\n"
                f"        int64_t off = 0;\n"
                f"        for (int64_t d = 0; d < t->dim(); ++d) off += (t->size(d) - 1) * t->stride(d);\n"
                f"        worst = std::max(worst, off);\n"

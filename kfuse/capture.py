@@ -115,7 +115,9 @@ def capture(model: torch.nn.Module, example_inputs: list) -> Captured:
             probe = model(*example_inputs)
         exported = torch.export.export(model, tuple(example_inputs))
         _batchmean_at_run_time(exported)
-        exported = exported.run_decompositions(_decomposition_table())
+        if any(str(n.target) in DECOMPOSED for n in exported.graph.nodes if n.op == "call_function"):
+            # only then: run_decompositions also rewrites ops kfuse fuses as they are (training batch norm)
+            exported = exported.run_decompositions(_decomposition_table())
     except Exception as err:  # export's own errors are long; the first line says what failed
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise CaptureError(f"torch.export could not capture the model: {first}") from None

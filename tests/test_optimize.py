@@ -49,6 +49,17 @@ EXPECTED = {
     # the tuple forms a decomposition leaves, only the normalised tensor used
     "native_norms": ([["native_layer_norm", "relu"], ["native_group_norm", "mul"],
                       ["_native_batch_norm_legit_no_training", "sub"]], []),
+    # losses (kfuse/reduce.py): cross-entropy is one pass per row (online logsumexp, target logit gathered,
+    # ignore_index rows 0) and a deterministic final mean; cosine similarity reads both inputs once; KL batchmean
+    # divides by the run-time batch (a mean over per-sample sums)
+    "losses_rowwise": ([["cross_entropy_loss"], ["mul", "cross_entropy_loss"], ["cosine_similarity"],
+                        ["rsub", "mean"], ["abs", "add", "log", "abs", "mul", "xlogy", "sub", "sum"], ["mean"]], []),
+    # decomposed at capture into pointwise ops and reductions (Huber's `where` mask fuses as a bool interior)
+    "losses_pointwise": ([["sub", "abs", "lt", "pow", "mul", "div", "sub", "where", "mean"],
+                          ["sub", "add", "linalg_vector_norm"], ["sub", "add", "linalg_vector_norm"],
+                          ["add", "sub", "clamp_min", "mean"], ["sub", "pow", "sum"]], []),
+    # kfuse/attention.py: plain and causal with an explicit scale, odd sequence lengths and head dims
+    "attention_odd_sizes": ([["scaled_dot_product_attention"], ["scaled_dot_product_attention"]], []),
     # the in-place add splits the kernels: sigmoid must read x before the add writes it
     "kernelbench_style": ([["sigmoid"], ["mul", "mul"]], ["add_"]),
 }
