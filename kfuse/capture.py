@@ -41,12 +41,12 @@ def _meta(node) -> tuple[torch.dtype | None, int | None]:
 
 
 # Composite ops that become pointwise ops and reductions kfuse fuses (their ATen form has no kernel of ours): the
-# losses and distances. Each decomposes into PyTorch's own formula (Distance.cpp, Loss.cpp, torch._decomp), so the
+# losses and distances. (cross_entropy, cosine_similarity and triplet_margin_loss have kernels of their own in
+# kfuse/reduce.py: their decompositions read the inputs more than once.) Each decomposes into PyTorch's own formula (Distance.cpp, Loss.cpp, torch._decomp), so the
 # math stays the eager op's.
 DECOMPOSED = {
     "aten.smooth_l1_loss.default", "aten.huber_loss.default", "aten.kl_div.default",
-    "aten.triplet_margin_loss.default", "aten.pairwise_distance.default", "aten.norm.ScalarOpt_dim",
-    "aten.mse_loss.default", "aten.l1_loss.default",
+    "aten.pairwise_distance.default", "aten.norm.ScalarOpt_dim", "aten.mse_loss.default", "aten.l1_loss.default",
 }
 
 

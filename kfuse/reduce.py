@@ -67,10 +67,16 @@ REDUCERS = {
     # Online softmax: running max m and the sum of exp(x - m), rescaled when m grows. -inf elements add 0.
     "softmax": Reducer((("kf_acc", "m", "-INFINITY"), ("kf_acc", "s", "0")),
                        "kfr_softmax_step(s.m, s.s, (kf_acc)v);", "kfr_softmax_merge(a.m, a.s, b.m, b.s);"),
-    # Two sources at once (`v` and `w`): their dot product and both squared norms, in one read of each.
+    # Two sources at once (`v` and `w0`): their dot product and both squared norms, in one read of each.
     "dot_norms": Reducer((("kf_acc", "xy", "0"), ("kf_acc", "xx", "0"), ("kf_acc", "yy", "0")),
-                         "{ const kf_acc x = (kf_acc)v, y = (kf_acc)w; s.xy += x * y; s.xx += x * x; s.yy += y * y; }",
+                         "{ const kf_acc x = (kf_acc)v, y = (kf_acc)w0; s.xy += x * y; s.xx += x * x; s.yy += y * y; }",
                          "a.xy += b.xy; a.xx += b.xx; a.yy += b.yy;"),
+    # Three sources: the squared distances |v - w0 + EPS|^2 and |v - w1 + EPS|^2 (pairwise_distance's formula:
+    # the difference and eps rounded to float first), in one read of each.
+    "two_dists": Reducer((("kf_acc", "dp", "0"), ("kf_acc", "dn", "0")),
+                         "{ const float d1 = (v - w0) + EPS, d2 = (v - w1) + EPS; "
+                         "s.dp += (kf_acc)d1 * (kf_acc)d1; s.dn += (kf_acc)d2 * (kf_acc)d2; }",
+                         "a.dp += b.dp; a.dn += b.dn;"),
 }
 
 REDUCE_PRELUDE = r"""
@@ -241,7 +247,7 @@ inline bool reduce_small_index(const std::vector<at::Tensor>& views, const RGeom
 # block, each thread a fixed stride of the rows, then a fixed tree: the same order every run (no atomics), in double.
 REDUCE_TOTAL_CUDA = r"""
 namespace kf {
-__global__ void reduce_total_kernel(const float* rows, const float* weights, int64_t n, float* out) {
+__global__ void reduce_total_kernel(const float* rows, const float* weights, int64_t n, bool mean, float* out) {
     __shared__ double sv[1024], sw[1024];
     const int t = threadIdx.x;
     double v = 0.0, w = 0.0;
@@ -256,26 +262,28 @@ __global__ void reduce_total_kernel(const float* rows, const float* weights, int
         if (t < off) { sv[t] += sv[t + off]; sw[t] += sw[t + off]; }
         __syncthreads();
     }
-    if (t == 0) out[0] = (float)(weights != nullptr ? sv[0] / sw[0] : sv[0]);
+    if (t == 0) out[0] = (float)(weights != nullptr ? sv[0] / sw[0] : (mean ? sv[0] / (double)n : sv[0]));
 }
-void reduce_total(const float* rows, const float* weights, int64_t n, float* out, cudaStream_t stream) {
-    reduce_total_kernel<<<1, 1024, 0, stream>>>(rows, weights, n, out);
+void reduce_total(const float* rows, const float* weights, int64_t n, bool mean, float* out, cudaStream_t stream) {
+    reduce_total_kernel<<<1, 1024, 0, stream>>>(rows, weights, n, mean, out);
 }
 }  // namespace kf
 """
 REDUCE_TOTAL_CUDA_DECL = """
-namespace kf { void reduce_total(const float* rows, const float* weights, int64_t n, float* out, cudaStream_t stream); }
+namespace kf {
+void reduce_total(const float* rows, const float* weights, int64_t n, bool mean, float* out, cudaStream_t stream);
+}
 """
 REDUCE_TOTAL_CPU = r"""
 namespace kf {
-// A loss's final scalar: the rows' values summed in order, in double (divided by the summed weights).
-inline void reduce_total(const float* rows, const float* weights, int64_t n, float* out) {
+// A loss's final scalar: the rows' values summed in order, in double (divided by the summed weights, or by n).
+inline void reduce_total(const float* rows, const float* weights, int64_t n, bool mean, float* out) {
     double v = 0.0, w = 0.0;
     for (int64_t i = 0; i < n; ++i) {
         v += (double)rows[i];
         if (weights != nullptr) w += (double)weights[i];
     }
-    out[0] = (float)(weights != nullptr ? v / w : v);
+    out[0] = (float)(weights != nullptr ? v / w : (mean ? v / (double)n : v));
 }
 }  // namespace kf
 """
@@ -357,8 +365,9 @@ class Spec:
     row_write: list[str] = field(default_factory=list)            # extra row statements (running statistics)
     skip_accumulate: bool = False          # eval-mode batch norm: the statistics are operands
     first_item: bool = False               # a tuple result of which only item 0 (the normalised tensor) is used
-    second: torch.fx.Node | None = None    # a second full-shape source, `w` in the reducer's update (dot_norms)
-    # A final reduction of the row values into one scalar (the losses' mean or sum), after the rows: "sum",
+    # more full-shape sources read with the first, `w0`, `w1`, ... in the reducer's update (dot_norms, two_dists)
+    extra: list[torch.fx.Node] = field(default_factory=list)
+    # A final reduction of the row values into one scalar (the losses' mean or sum), after the rows: "sum", "mean",
     # or "weighted" (sum of the row values / sum of `row_weight`): a second, deterministic pass over the rows.
     total: str | None = None
     row_weight: str | None = None          # C expression (float) of a row's weight, for total "weighted"
@@ -409,7 +418,7 @@ def spec_for(node: torch.fx.Node) -> Spec:
     if parser is None:
         raise Unsupported("not a reduction kfuse fuses")
     p = _bound(node)
-    source = p.get("self", p.get("input", p.get("x1")))
+    source = next((p[k] for k in ("self", "input", "x1", "anchor") if k in p), None)
     if not isinstance(source, torch.fx.Node):
         raise Unsupported("its input is not a tensor")
     _check_dtype(node, source)
@@ -539,8 +548,38 @@ def _cosine_similarity(node, p, source):
         raise Unsupported("on operands of different shapes (broadcast)")
     e = _acc(eps)
     row = (f"(float)(s.xy / (kfr_max2(kfr_sqrt(s.xx), {e}) * kfr_max2(kfr_sqrt(s.yy), {e})))")
-    spec = Spec("dot_norms", source, _norm_dims(p["dim"], rank), row=row, second=other)
+    spec = Spec("dot_norms", source, _norm_dims(p["dim"], rank), row=row, extra=[other])
     spec.operands["second"] = (other, "full")
+    return spec
+
+
+def _triplet_margin_loss(node, p, source):
+    """triplet_margin_loss (p=2, no swap): both distances in one read of anchor, positive and negative
+    (pairwise_distance: the norm of a - x + eps over the last dim), then clamp_min(margin + d_pos - d_neg, 0)
+    rounded as PyTorch's float ops, and the mean (or sum) over the rows in a final deterministic pass."""
+    positive, negative = p["positive"], p["negative"]
+    margin, norm, eps, swap, reduction = p["margin"], p["p"], p["eps"], p["swap"], p["reduction"]
+    if swap:
+        raise Unsupported("with swap=True")
+    if isinstance(norm, bool) or not isinstance(norm, (int, float)) or float(norm) != 2.0:
+        raise Unsupported(f"with p={norm!r} (p=2 only)")
+    if not isinstance(margin, (int, float)) or not isinstance(eps, (int, float)) or reduction not in (0, 1, 2):
+        raise Unsupported("with non-numeric margin or eps")
+    for t in (positive, negative):
+        if not isinstance(t, torch.fx.Node):
+            raise Unsupported("with a non-tensor operand")
+        _check_dtype(node, t)
+        if _shape(t) != _shape(source):
+            raise Unsupported("on operands of different shapes (broadcast)")
+    rank = _rank(source)
+    if rank == 0:
+        raise Unsupported("on 0-dim tensors")
+    m = _f32(margin)
+    row = "(float)kfr_max2((kf_acc)((" + m + " + (float)kfr_sqrt(s.dp)) - (float)kfr_sqrt(s.dn)), (kf_acc)0)"
+    spec = Spec(f"two_dists:{_f32(eps)}", source, [rank - 1], row=row, extra=[positive, negative])
+    spec.operands["positive"] = (positive, "full")
+    spec.operands["negative"] = (negative, "full")
+    spec.total = {0: None, 1: "mean", 2: "sum"}[reduction]
     return spec
 
 
@@ -699,6 +738,7 @@ _PARSERS = {
     "aten.logsumexp.default": _logsumexp,
     "aten.cross_entropy_loss.default": _cross_entropy,
     "aten.cosine_similarity.default": _cosine_similarity,
+    "aten.triplet_margin_loss.default": _triplet_margin_loss,
     "aten.linalg_vector_norm.default": _vector_norm,
     "aten.layer_norm.default": _layer_norm,
     "aten.rms_norm.default": _rms_norm,
@@ -1044,6 +1084,9 @@ class ReduceSources:
 
 
 def _reducer(spec: Spec) -> Reducer:
+    if spec.reducer.startswith("two_dists:"):
+        base = REDUCERS["two_dists"]
+        return Reducer(base.fields, base.update.replace("EPS", spec.reducer.split(":")[1]), base.merge)
     if spec.reducer.startswith("powsum:"):
         base = REDUCERS["powsum"]
         return Reducer(base.fields, base.update.replace("P", spec.reducer.split(":")[1]), base.merge)
@@ -1106,8 +1149,7 @@ class _Printer:
                   if isinstance(a, torch.fx.Node) and a not in k.prologue]
         if not k.prologue:
             needed.append(self.full_operand(self.spec.source.name))
-        if self.spec.second is not None:
-            needed.append(self.full_operand(self.spec.second.name))
+        needed += [self.full_operand(x.name) for x in self.spec.extra]
         for i in needed:
             if i not in used:
                 used.append(i)
@@ -1131,7 +1173,7 @@ class _Printer:
         params = "".join(f", float a{i}" for i in used)
         args = "".join(f", a{i}" for i in used)
         body = "\n".join(lines)
-        second = (f"    const float w = {names[self.spec.second.name]};\n" if self.spec.second is not None else "")
+        second = "".join(f"    const float w{j} = {names[x.name]};\n" for j, x in enumerate(self.spec.extra))
         gather = ""
         if "SOURCE_AT(" in (self.spec.row or ""):  # the source's value at one reduced index (a class target)
             gather = (f"template <typename index_t>\n"
@@ -1571,7 +1613,8 @@ void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms
             weights = "weights.data_ptr<float>()" if spec.row_weight is not None else "nullptr"
             stream = ", c10::cuda::getCurrentCUDAStream()" if target == "cuda" else ""
             lines += ["    at::Tensor total = at::empty({}, opts);",
-                      f"    kf::reduce_total(r0.data_ptr<float>(), {weights}, r0.numel(), total.data_ptr<float>(){stream});"]
+                      f"    kf::reduce_total(r0.data_ptr<float>(), {weights}, r0.numel(), "
+                      f"{'true' if spec.total == 'mean' else 'false'}, total.data_ptr<float>(){stream});"]
             if target == "cuda":
                 lines.append("    C10_CUDA_KERNEL_LAUNCH_CHECK();")
             lines.append("    r0 = total;")

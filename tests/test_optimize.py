@@ -54,10 +54,11 @@ EXPECTED = {
     # divides by the run-time batch (a mean over per-sample sums)
     "losses_rowwise": ([["cross_entropy_loss"], ["mul", "cross_entropy_loss"], ["cosine_similarity"],
                         ["rsub", "mean"], ["abs", "add", "log", "abs", "mul", "xlogy", "sub", "sum"], ["mean"]], []),
-    # decomposed at capture into pointwise ops and reductions (Huber's `where` mask fuses as a bool interior)
+    # Huber and MSE decomposed at capture into pointwise ops and a reduction (Huber's `where` mask fuses as a bool
+    # interior value); the triplet loss reads its three inputs once (both distances) and means the rows after
     "losses_pointwise": ([["sub", "abs", "lt", "pow", "mul", "div", "sub", "where", "mean"],
-                          ["sub", "add", "linalg_vector_norm"], ["sub", "add", "linalg_vector_norm"],
-                          ["add", "sub", "clamp_min", "mean"], ["sub", "pow", "sum"]], []),
+                          ["triplet_margin_loss"], ["sub", "pow", "sum"], ["triplet_margin_loss"]],
+                         ["slice", "slice", "slice"]),
     # kfuse/attention.py: plain and causal with an explicit scale, odd sequence lengths and head dims
     "attention_odd_sizes": ([["scaled_dot_product_attention"], ["scaled_dot_product_attention"]], []),
     # the in-place add splits the kernels: sigmoid must read x before the add writes it
