@@ -69,15 +69,15 @@ def _batchmean_at_run_time(exported) -> None:
         if (not isinstance(loss, torch.fx.Node) or str(loss.target) != "aten.kl_div.default" or len(loss.users) != 1
                 or isinstance(divisor, bool) or not isinstance(divisor, int)):
             continue
-        args = list(loss.args) + [loss.kwargs.get(k) for k in ("reduction", "log_target")[len(loss.args) - 2:]
-                                  if k in loss.kwargs]
-        reduction = args[2] if len(args) > 2 else 1
-        shape = loss.args[0].meta["val"].shape if "val" in loss.args[0].meta else None
-        if reduction != 2 or shape is None or len(shape) < 2 or shape[0] != divisor:
+        from kfuse.ops import _bind
+        p = _bind(loss.target._schema, list(loss.args), dict(loss.kwargs))
+        shape = p["self"].meta["val"].shape if "val" in p["self"].meta else None
+        if p["reduction"] != 2 or shape is None or len(shape) < 2 or shape[0] != divisor:
             continue  # (rank 1: batchmean divides by the one dim, a mean, which decomposes as it is)
         aten = torch.ops.aten
         with graph.inserting_before(node):
-            pointwise = graph.call_function(aten.kl_div.default, (loss.args[0], loss.args[1], 0) + tuple(args[3:]))
+            pointwise = graph.call_function(aten.kl_div.default, (p["self"], p["target"], 0),
+                                         {"log_target": p["log_target"]})
             per_sample = graph.call_function(aten.sum.dim_IntList, (pointwise, list(range(1, len(shape)))))
             batch = graph.call_function(aten.mean.dim, (per_sample, [0]))
         node.replace_all_uses_with(batch)

@@ -53,7 +53,8 @@ EXPECTED = {
     # ignore_index rows 0) and a deterministic final mean; cosine similarity reads both inputs once; KL batchmean
     # divides by the run-time batch (a mean over per-sample sums)
     "losses_rowwise": ([["cross_entropy_loss"], ["mul", "cross_entropy_loss"], ["cosine_similarity"],
-                        ["rsub", "mean"], ["abs", "add", "log", "abs", "mul", "xlogy", "sub", "sum"], ["mean"]], []),
+                        ["rsub", "mean"], ["abs", "add", "log", "abs", "mul", "xlogy", "sub", "sum"], ["mean"],
+                        ["mul", "sub", "exp", "mul", "sum"], ["mean"]], []),
     # Huber and MSE decomposed at capture into pointwise ops and a reduction (Huber's `where` mask fuses as a bool
     # interior value); the triplet loss reads its three inputs once (both distances) and means the rows after
     "losses_pointwise": ([["sub", "abs", "lt", "pow", "mul", "div", "sub", "where", "mean"],
