@@ -49,6 +49,19 @@ EXPECTED = {
     # the tuple forms a decomposition leaves, only the normalised tensor used
     "native_norms": ([["native_layer_norm", "relu"], ["native_group_norm", "mul"],
                       ["_native_batch_norm_legit_no_training", "sub"]], []),
+    # losses (kfuse/reduce.py): cross-entropy is one pass per row (online logsumexp, target logit gathered,
+    # ignore_index rows 0) and a deterministic final mean; cosine similarity reads both inputs once; KL batchmean
+    # divides by the run-time batch (a mean over per-sample sums)
+    "losses_rowwise": ([["cross_entropy_loss"], ["mul", "cross_entropy_loss"], ["cosine_similarity"],
+                        ["rsub", "mean"], ["abs", "add", "log", "abs", "mul", "xlogy", "sub", "sum"], ["mean"],
+                        ["mul", "sub", "exp", "mul", "sum"], ["mean"]], []),
+    # Huber and MSE decomposed at capture into pointwise ops and a reduction (Huber's `where` mask fuses as a bool
+    # interior value); the triplet loss reads its three inputs once (both distances) and means the rows after
+    "losses_pointwise": ([["sub", "abs", "lt", "pow", "mul", "div", "sub", "where", "mean"],
+                          ["triplet_margin_loss"], ["sub", "pow", "sum"], ["triplet_margin_loss"]],
+                         ["slice", "slice", "slice"]),
+    # kfuse/attention.py: plain and causal with an explicit scale, odd sequence lengths and head dims
+    "attention_odd_sizes": ([["scaled_dot_product_attention"], ["scaled_dot_product_attention"]], []),
     # the in-place add splits the kernels: sigmoid must read x before the add writes it
     "kernelbench_style": ([["sigmoid"], ["mul", "mul"]], ["add_"]),
 }
