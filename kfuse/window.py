@@ -680,8 +680,8 @@ class _Printer:
                 f"index_t* base) {{\n"
                 f"    for (int k = 0; k < {nv}; ++k) base[k] = 0;\n"
                 f"    for (int d = g.nlead - 1; d >= 0; --d) {{\n"
-                f"        const index_t c = row % (index_t)g.lead[d];\n"
-                f"        row /= (index_t)g.lead[d];\n"
+                f"        const index_t c = d == 0 ? row : row % (index_t)g.lead[d];  // (the outermost needs no division)\n"
+                f"        if (d > 0) row /= (index_t)g.lead[d];\n"
                 f"        for (int k = 0; k < {nv}; ++k) base[k] += c * (index_t)A.v[k].lst[d];\n"
                 f"    }}\n}}\n")
 
