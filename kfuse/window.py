@@ -512,6 +512,31 @@ struct WGeom {
     int64_t lead[KF_MAX_DIMS];
     int64_t rows;
 };
+// Division by a run-time constant without a divide instruction for 32-bit indices: n / d == (hi32(n * m) + n) >> s
+// for 0 <= n < 2^31 (Granlund-Montgomery's multiplier, as PyTorch's IntDivider); 64-bit indices divide plainly.
+struct Div {
+    int64_t d;
+    uint32_t m, s;
+};
+#ifdef __CUDACC__
+__host__ __device__ __forceinline__
+#else
+inline
+#endif
+int32_t div_by(int32_t n, const Div& d) {
+#ifdef __CUDA_ARCH__
+    const uint32_t hi = __umulhi((uint32_t)n, d.m);
+#else
+    const uint32_t hi = (uint32_t)(((uint64_t)(uint32_t)n * d.m) >> 32);
+#endif
+    return (int32_t)((hi + (uint32_t)n) >> d.s);
+}
+#ifdef __CUDACC__
+__host__ __device__ __forceinline__
+#else
+inline
+#endif
+int64_t div_by(int64_t n, const Div& d) { return n / d.d; }
 }  // namespace kf
 """
 
@@ -567,6 +592,14 @@ inline bool window_small_index(const std::vector<at::Tensor>& views, int64_t wor
         worst = std::max(worst, off);
     }
     return worst < INT32_MAX - ((int64_t)1 << 24);
+}
+inline Div make_div(int64_t d) {
+    Div r;
+    r.d = d;
+    r.s = 0;
+    while (r.s < 31 && ((int64_t)1 << r.s) < d) ++r.s;
+    r.m = d < INT32_MAX ? (uint32_t)(((((uint64_t)1 << 32) * (((uint64_t)1 << r.s) - (uint64_t)d)) / (uint64_t)d) + 1) : 0;
+    return r;
 }
 // PyTorch's pooling output size (pooling_output_shape), with its checks.
 inline int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
@@ -695,7 +728,10 @@ class _Printer:
         emit_args = "".join(f", {x}" for x in o)
         lines = []
         if spec.kind == "max":
-            lines.append("    float m = -INFINITY;\n    int64_t at = -1;  // first in-bounds element until a larger one")
+            with_index = self.k.index is not None
+            lines.append("    float m = -INFINITY;")
+            if with_index:
+                lines.append("    int64_t at = -1;  // the first in-bounds element until a larger one (PyTorch's)")
             for j in range(nd):
                 lines.append(f"    const index_t s{j} = {o[j]} * {spec.stride[j]} - {spec.padding[j]};")
             pad = "    "
@@ -708,12 +744,15 @@ class _Printer:
             for j in range(1, nd):
                 flat = f"({flat}) * A.in[{j}] + {c[j]}"
             lines.append(f"{pad}const float v = {n}_source<index_t>(A, base{src_args});")
-            lines.append(f"{pad}if (at < 0 || v > m || v != v) {{ m = v; at = (int64_t){flat}; }}  "
-                         f"// NaN wins, as in PyTorch")
+            if with_index:
+                lines.append(f"{pad}if (at < 0 || v > m || v != v) {{ m = v; at = (int64_t){flat}; }}  "
+                             f"// NaN wins, as in PyTorch")
+            else:
+                lines.append(f"{pad}if (v > m || v != v) m = v;  // NaN wins, as in PyTorch")
             for j in reversed(range(nd)):
                 pad = pad[:-4]
                 lines.append(f"{pad}}}")
-            lines.append(f"    {n}_emit<index_t>(A, base{emit_args}, m, at);")
+            lines.append(f"    {n}_emit<index_t>(A, base{emit_args}, m, {'at' if with_index else '0'});")
         else:
             lines.append("    float sum = 0.0f;")
             if spec.kind == "avg":
@@ -762,14 +801,16 @@ class _Printer:
 
     def decls(self) -> str:
         return (f"struct {self.n}_args {{\n    kf::WView v[{self.nviews}];\n"
-                f"    int64_t in[3], out[3];  // spatial sizes (pooling); in[0]: the scanned length\n}};\n")
+                f"    int64_t in[3], out[3];  // spatial sizes (pooling); in[0]: the scanned length\n"
+                f"    kf::Div dout[3];        // dividers by out[]\n}};\n")
 
     # -- pooling loops -----------------------------------------------------------------------------------
     def _decompose(self, index: str, index_t: str, indent: str) -> str:
         lines = [f"{indent}{index_t} rest = {index};"]
         for j in reversed(range(self.nd)):
-            lines.append(f"{indent}const {index_t} o{j} = rest % ({index_t})A.out[{j}];")
-            lines.append(f"{indent}rest /= ({index_t})A.out[{j}];")
+            lines.append(f"{indent}const {index_t} q{j} = kf::div_by(rest, A.dout[{j}]);")
+            lines.append(f"{indent}const {index_t} o{j} = rest - q{j} * ({index_t})A.out[{j}];")
+            lines.append(f"{indent}rest = q{j};")
         lines.append(f"{indent}{index_t} base[{self.nviews}];")
         lines.append(f"{indent}{self.n}_bases<{index_t}>(A, g, rest, base);")
         return "\n".join(lines) + "\n"
@@ -778,12 +819,19 @@ class _Printer:
         n = self.n
         args = "".join(f", o{j}" for j in range(self.nd))
         return f"""
-void {n}_run(const {n}_args& A, const kf::WGeom& g, int64_t total) {{
+template <typename index_t>
+void {n}_run_t(const {n}_args& A, const kf::WGeom& g, int64_t total) {{
     at::parallel_for(0, total, 4096, [&](int64_t begin, int64_t end) {{
         for (int64_t i = begin; i < end; ++i) {{
-{self._decompose("i", "int64_t", "            ")}            {n}_point<int64_t>(A, base{args});
+{self._decompose("(index_t)i", "index_t", "            ")}            {n}_point<index_t>(A, base{args});
         }}
     }});
+}}
+
+// 32-bit indices when every offset fits (the same index arithmetic as the CUDA kernel's)
+void {n}_run(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small_index) {{
+    if (small_index) {n}_run_t<int32_t>(A, g, total);
+    else {n}_run_t<int64_t>(A, g, total);
 }}
 """
 
@@ -939,6 +987,7 @@ void {n}_launch(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small
                                  f"{spec.padding[j]}, {spec.dilation[j] if spec.kind == 'max' else 1}, "
                                  f"{'true' if spec.ceil_mode else 'false'});")
                 lines.append(f"    TORCH_CHECK(A.in[{j}] > 0, \"{n}: empty spatial dim\");")
+                lines.append(f"    A.dout[{j}] = kf::make_div(A.out[{j}]);")
                 lines.append(f"    R.push_back(A.out[{j}]);")
                 lines.append(f"    inner.push_back(rank - {nd - j});")
         else:
@@ -970,7 +1019,8 @@ void {n}_launch(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small
                       "        C10_CUDA_KERNEL_LAUNCH_CHECK();",
                       "    }"]
         else:
-            lines.append(f"    if (total > 0) {n}_run(A, g{', total' if self.pool else ''});")
+            extra = ", total, kf::window_small_index(views, total)" if self.pool else ""
+            lines.append(f"    if (total > 0) {n}_run(A, g{extra});")
         lines.append(f"    return {{{', '.join(returned)}}};")
         return (f"\n// {n}: {' -> '.join(k.ops)}, one read of the input and one write; "
                 f"outputs: {', '.join(o.name for o in k.outputs)}\n"

@@ -1,6 +1,6 @@
 """Pooling and scan kernels on a GPU: optimize, build, judge (and time the suite's pooling/cumsum problems).
 
-    PYTHONPATH=. python scripts/gpu_window.py --out DIR [--budget-s 280]
+    PYTHONPATH=. python scripts/gpu_window.py --out DIR [--budget-s 280] [--only 41,42,62,63,64,65]
 
 Order: the CPU-tested mixes (tests/optimize/pooling_mix.py, scans_mix.py: irregular sizes, every path), the
 timed suite problems (level1 37-42, 62-65: eager and torch.compile, interleaved, L2 flushed, through `kfuse
@@ -74,6 +74,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--budget-s", type=float, default=280.0)
+    parser.add_argument("--only", default="", help="comma-separated name prefixes (e.g. 62,63,41,scans_mix)")
     args = parser.parse_args()
     began = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -82,6 +83,9 @@ def main() -> int:
     gpu = torch.cuda.get_device_name(0)
     problems = ([(ROOT / p, "mix") for p in MIXES] + [(ROOT / "suite/level1" / f"{p}.py", "timed") for p in TIMED]
                 + [(ROOT / "suite/level2" / f"{p}.py", "level2") for p in LEVEL2])
+    if args.only:
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        problems = [(p, kind) for p, kind in problems if any(p.stem.startswith(w) for w in wanted)]
     where = Path(tempfile.mkdtemp(prefix="kfuse-window-"))
     emitted = {p.stem: optimize(p, where / f"{p.stem}_new.py", "cuda") for p, _ in problems}
     print(f"optimized {len(emitted)} problems in {time.perf_counter() - began:.1f} s", flush=True)
