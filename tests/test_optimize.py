@@ -50,10 +50,12 @@ EXPECTED = {
     "native_norms": ([["native_layer_norm", "relu"], ["native_group_norm", "mul"],
                       ["_native_batch_norm_legit_no_training", "sub"]], []),
     # pooling and scans (kfuse/window.py): producers computed per window element, consumers before the write;
-    # the global average pool is a mean (a reduction), the general adaptive one a pooling kernel
+    # the global average pool is a mean (a reduction), the general adaptive one a pooling kernel; a convolution's
+    # bias moves into the pool's kernel
     "pooling_mix": ([["tanh", "mul", "max_pool2d", "sigmoid"], ["avg_pool3d"], ["avg_pool2d", "sub"],
-                     ["max_pool1d_with_indices"], ["adaptive_avg_pool2d"], ["mul", "adaptive_avg_pool2d"]],
-                    ["flatten"]),
+                     ["max_pool1d_with_indices"], ["adaptive_avg_pool2d"], ["mul", "adaptive_avg_pool2d"],
+                     ["bias_of_conv2d", "sub", "tanh", "avg_pool2d"], ["bias_of_conv2d_1", "max_pool2d"]],
+                    ["flatten", "conv2d", "conv2d"]),
     # the reverse scan's two flips are one backward scan; the bool mask is read as 0/1 inside the kernel
     "scans_mix": ([["mul", "add", "cumsum"], ["flip", "cumsum", "flip"], ["mul", "cumsum"], ["cumsum", "sub"],
                    ["sigmoid", "cumprod"]], []),
