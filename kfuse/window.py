@@ -955,7 +955,8 @@ void {n}_launch(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small
         if (small_index) {n}_cols<int32_t><<<blocks, threads, 0, stream>>>(A, g);
         else {n}_cols<int64_t><<<blocks, threads, 0, stream>>>(A, g);
     }} else {{
-        const unsigned blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((g.rows + 7) / 8, (int64_t)sms * 16));
+        // a row per warp for up to 8 blocks per SM in ~8 waves: a short tail, whatever the resident count
+        const unsigned blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((g.rows + 7) / 8, (int64_t)sms * 64));
         if (small_index) {n}_rows<int32_t><<<blocks, threads, 0, stream>>>(A, g);
         else {n}_rows<int64_t><<<blocks, threads, 0, stream>>>(A, g);
     }}
