@@ -106,6 +106,12 @@ class Plan:
         from kfuse.reduce import ReduceKernel
         return [s for s in self.steps if isinstance(s, ReduceKernel)]
 
+    @property
+    def windows(self) -> list:
+        """Fused pooling and scan kernels (kfuse.window.WindowKernel)."""
+        from kfuse.window import WindowKernel
+        return [s for s in self.steps if isinstance(s, WindowKernel)]
+
 
 def tensor_meta(node) -> torch.Tensor | None:
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
@@ -206,6 +212,11 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
             kernel.name = _unique(_kernel_name(kernel), names)
             if target == "cuda" and precision == "tf32":
                 _read_conv_channels_last(kernel, steps)
+    from kfuse import window  # pooling and scans absorb the pointwise kernels around them (kfuse/window.py)
+    steps = window.fuse_windows(steps, nodes, _epochs(nodes))
+    for kernel in steps:
+        if isinstance(kernel, window.WindowKernel):
+            kernel.name = _unique(window.kernel_name(kernel), names)
     return Plan(steps)
 
 

@@ -712,6 +712,16 @@ def _native_batch_norm_eval(node, p, source):
                               "running_var": p["running_var"], "momentum": p["momentum"]}, source)
 
 
+def _global_avg_pool(node, p, source):
+    """adaptive_avg_pool to output size 1 everywhere: a mean over the spatial dims, kept (PyTorch computes it
+    with mean() too). Other output sizes are kfuse/window.py's."""
+    from kfuse.window import global_mean_dims
+    dims = global_mean_dims(node)
+    if dims is None:
+        raise Unsupported("to output sizes other than 1 (a pooling kernel's job, not a reduction's)")
+    return Spec("sum", source, dims, True, row="(float)(s.s / n)")
+
+
 _PARSERS = {
     "aten.sum.dim_IntList": _plain("sum", "(float)s.s"),
     "aten.sum.default": _plain("sum", "(float)s.s", all_dims=True),
@@ -739,6 +749,11 @@ _PARSERS = {
     "aten.cross_entropy_loss.default": _cross_entropy,
     "aten.cosine_similarity.default": _cosine_similarity,
     "aten.triplet_margin_loss.default": _triplet_margin_loss,
+    "aten.adaptive_avg_pool1d.default": _global_avg_pool,
+    "aten.adaptive_avg_pool2d.default": _global_avg_pool,
+    "aten.adaptive_avg_pool3d.default": _global_avg_pool,
+    "aten._adaptive_avg_pool2d.default": _global_avg_pool,
+    "aten._adaptive_avg_pool3d.default": _global_avg_pool,
     "aten.linalg_vector_norm.default": _vector_norm,
     "aten.layer_norm.default": _layer_norm,
     "aten.rms_norm.default": _rms_norm,

@@ -62,6 +62,16 @@ EXPECTED = {
                          ["slice", "slice", "slice"]),
     # kfuse/attention.py: plain and causal with an explicit scale, odd sequence lengths and head dims
     "attention_odd_sizes": ([["scaled_dot_product_attention"], ["scaled_dot_product_attention"]], []),
+    # pooling and scans (kfuse/window.py): producers computed per window element, consumers before the write;
+    # the global average pool is a mean (a reduction), the general adaptive one a pooling kernel; a convolution's
+    # bias moves into the pool's kernel
+    "pooling_mix": ([["tanh", "mul", "max_pool2d", "sigmoid"], ["avg_pool3d"], ["avg_pool2d", "sub"],
+                     ["max_pool1d_with_indices"], ["adaptive_avg_pool2d"], ["mul", "adaptive_avg_pool2d"],
+                     ["bias_of_conv2d", "sub", "tanh", "avg_pool2d"], ["bias_of_conv2d_1", "max_pool2d"]],
+                    ["flatten", "conv2d", "conv2d"]),
+    # the reverse scan's two flips are one backward scan; the bool mask is read as 0/1 inside the kernel
+    "scans_mix": ([["mul", "add", "cumsum"], ["flip", "cumsum", "flip"], ["mul", "cumsum"], ["cumsum", "sub"],
+                   ["sigmoid", "cumprod"]], []),
     # the in-place add splits the kernels: sigmoid must read x before the add writes it
     "kernelbench_style": ([["sigmoid"], ["mul", "mul"]], ["add_"]),
 }
@@ -142,7 +152,7 @@ def test_unsupported_problem_is_a_clear_error(tmp_path):
 def test_nothing_to_fuse_is_a_clear_error(tmp_path):
     problem = tmp_path / "p.py"
     problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n"
-                       "        super().__init__()\n    def forward(self, x):\n        return torch.cumsum(x, -1)\n"
+                       "        super().__init__()\n    def forward(self, x):\n        return torch.sort(x, -1)[0]\n"
                        "def get_inputs():\n    return [torch.rand(3, 4)]\ndef get_init_inputs():\n    return []\n")
     done = subprocess.run([sys.executable, "-m", "kfuse", "optimize", str(problem), "--device", "cpu", "--no-check"],
                           capture_output=True, text=True, timeout=300)
