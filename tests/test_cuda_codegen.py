@@ -68,7 +68,8 @@ def test_bare_convolutions_are_kernels_on_cuda(tmp_path):
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 @pytest.mark.parametrize("problem", ["conv_div_leaky", "conv3d_bias_tanh", "conv2d_strided_grouped",
-                                     "broadcast_two_inputs", "activation_chain"])
+                                     "broadcast_two_inputs", "activation_chain", "losses_rowwise",
+                                     "attention_odd_sizes", "pooling_mix", "scans_mix"])
 def test_nvcc_compiles_the_kernels(problem, tmp_path):
     _, text = sources(problem, tmp_path)
     cu = tmp_path / "kernels.cu"
@@ -99,7 +100,8 @@ def test_nvcc_compiles_a_transposed_convolution_with_tensor_cores(tmp_path):
 
 
 @pytest.mark.skipif(NVCC is None or cuda_include() is None, reason="CUDA toolkit headers not installed")
-@pytest.mark.parametrize("problem", ["conv3d_bias_tanh", "conv2d_strided_grouped", "linear_scale_leaky"])
+@pytest.mark.parametrize("problem", ["conv3d_bias_tanh", "conv2d_strided_grouped", "linear_scale_leaky",
+                                     "losses_rowwise", "attention_odd_sizes", "pooling_mix"])
 def test_host_side_compiles(problem, tmp_path):
     _, text = sources(problem, tmp_path)
     cpp = tmp_path / "host.cpp"
