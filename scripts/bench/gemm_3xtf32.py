@@ -24,11 +24,11 @@ from kfuse.gemm_cuda import GEMM_DECLS, GEMM_TEMPLATE, TileConfig  # noqa: E402
 
 VARIANTS = {
     "v0_128x128x32_w2x4_s3": TileConfig(128, 128, 32, 2, 4, 3, 1),
-    "v1_128x128x32_w2x4_s3_2blk": TileConfig(128, 128, 32, 2, 4, 3, 2),
-    "v2_128x128x16_w2x4_s4_2blk": TileConfig(128, 128, 16, 2, 4, 4, 2),
-    "v3_128x256x32_w2x4_s3": TileConfig(128, 256, 32, 2, 4, 3, 1),
-    "v4_256x128x32_w4x2_s3": TileConfig(256, 128, 32, 4, 2, 3, 1),
-    "v5_128x128x32_w2x2_s4": TileConfig(128, 128, 32, 2, 2, 4, 1),
+    "v1_128x128x32_w2x4_s4": TileConfig(128, 128, 32, 2, 4, 4, 1),
+    "v2_128x128x64_w2x4_s3": TileConfig(128, 128, 64, 2, 4, 3, 1),
+    "v3_128x128x32_w4x2_s3": TileConfig(128, 128, 32, 4, 2, 3, 1),
+    "v4_128x64x32_w2x2_s4_2blk": TileConfig(128, 64, 32, 2, 2, 4, 2),
+    "v5_64x128x32_w2x2_s4_2blk": TileConfig(64, 128, 32, 2, 2, 4, 2),
 }
 LAYOUTS = [(True, True), (True, False), (False, True), (False, False)]
 
