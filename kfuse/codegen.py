@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from kfuse import gemm as gemms
 from kfuse import ops
 from kfuse import reduce as reductions
 from kfuse.capture import Captured
@@ -593,6 +594,8 @@ def _forward(captured: Captured, plan: Plan, names: dict[str, str], target: str)
             body.append(_tuple_item(step, names, plan))
         elif isinstance(step, reductions.ReduceKernel):
             body.extend(reductions.forward_lines(step, names))
+        elif isinstance(step, gemms.GemmStep):
+            body.extend(gemms.forward_lines(step, names))
         else:
             args = ", ".join(_kernel_argument(step, i, names) for i in step.inputs)
             into = f"&{names[step.write_into]}" if step.write_into else "nullptr"
@@ -623,6 +626,7 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     host_wrappers = "".join(_host_wrapper(k, target) for k in plan.kernels)
     forward = _forward(captured, plan, names, target)
     red = reductions.render(plan.reductions, target)
+    gm = gemms.render(plan.gemms, target)
     if target == "cuda":
         launches = "".join(f"void {k.name}_launch(const kf::Operand* o, const kf::Shape& shape, float* out, "
                            f"bool small_index, int sms, cudaStream_t stream);\n" for k in plan.kernels)
@@ -630,23 +634,24 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
                             f"float* out, bool small_index, cudaStream_t stream);\n"
                             for k in plan.kernels if k.channels_last_input)
         cuda = ("#include <cuda_runtime.h>\n#include <algorithm>\n" + COMMON
-                + prelude_for(kernel_functions + red.expressions)
+                + prelude_for(kernel_functions + red.expressions + gm.expressions)
                 + kernel_functions
                 + "".join(_cuda_kernels(k) + (_channels_last_kernel(k) if k.channels_last_input else "")
                           for k in plan.kernels)
-                + red.decls + red.helpers + red.device)
+                + red.decls + red.helpers + red.device + gm.decls + gm.device)
         cpp = (HOST_HEADERS + CUDA_HOST_HEADERS + COMMON + HOST_RUNTIME + CUDA_HOST_RUNTIME + launches
-               + host_wrappers + red.decls + red.host + forward)
+               + host_wrappers + red.decls + red.host + gm.decls + gm.host + forward)
     else:
         cuda = None
-        cpp = (HOST_HEADERS + "#include <ATen/Parallel.h>\n" + COMMON + prelude_for(kernel_functions + red.expressions)
+        cpp = (HOST_HEADERS + "#include <ATen/Parallel.h>\n" + COMMON
+               + prelude_for(kernel_functions + red.expressions + gm.expressions)
                + HOST_RUNTIME
                + kernel_functions + "".join(_cpu_kernel(k) for k in plan.kernels) + host_wrappers
-               + red.decls + red.helpers + red.device + red.host + forward)
+               + red.decls + red.helpers + red.device + red.host + gm.decls + gm.device + gm.host + forward)
     kernels = [{"name": k.name, "fuses": k.ops, "in_place_into": k.write_into,
                 "reads_channels_last": k.channels_last_input} for k in plan.kernels]
     kernels += [{"name": k.name, "fuses": k.ops, "in_place_into": None, "reads_channels_last": None}
-                for k in plan.reductions]
+                for k in plan.reductions + plan.gemms]
     kernels.sort(key=lambda k: _step_index(plan, k["name"]))
     library = [c.op for c in plan.library_calls]
     unfused = [{"op": c.op, "node": c.node.name,

@@ -95,6 +95,12 @@ class Plan:
         return [s for s in self.steps if isinstance(s, LibraryCall)]
 
     @property
+    def gemms(self) -> list:
+        """kfuse's own GEMM steps (kfuse.gemm.GemmStep), each with its fused epilogue."""
+        from kfuse.gemm import GemmStep
+        return [s for s in self.steps if isinstance(s, GemmStep)]
+
+    @property
     def reductions(self) -> list:
         """Fused reduction kernels (kfuse.reduce.ReduceKernel)."""
         from kfuse.reduce import ReduceKernel
@@ -184,6 +190,8 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
             kernel.name = _unique(_kernel_name(kernel), names)
             if target == "cuda" and precision == "tf32":
                 _read_conv_channels_last(kernel, steps)
+    from kfuse import gemm  # fp32 GEMMs on kfuse's template, with the kernel after them as epilogue (kfuse/gemm.py)
+    steps = gemm.fuse_gemms(steps, names)
     return Plan(steps)
 
 
