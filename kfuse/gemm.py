@@ -126,7 +126,9 @@ def _k_contiguous(node: torch.fx.Node, k_dim: int) -> bool:
 
 def fuse_gemms(steps: list, names: dict[str, int]) -> list:
     """Library-call GEMMs the template covers become GemmSteps, with their epilogue kernel and transposes."""
-    for anchor in [s for s in steps if isinstance(s, LibraryCall) and s.anchor]:
+    candidates = [s for s in steps if isinstance(s, LibraryCall)
+                  and (s.anchor or str(s.node.target) == "aten.einsum.default")]
+    for anchor in candidates:
         node = anchor.node
         form = _form(node)
         out = tensor_meta(node)

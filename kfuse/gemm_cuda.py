@@ -186,9 +186,8 @@ gemm_3xtf32(const Problem p, const Epilogue epilogue) {
             copy_commit();
             const float* a = tiles_a + (kt % STAGES) * TA::SIZE;
             const float* b = tiles_b + (kt % STAGES) * TB::SIZE;
-#pragma unroll
-            for (int kk = 0; kk < BK; kk += 8) {
-                uint32_t a_raw[MT][4], b_raw[NT][2];
+            // fragments of the next 8-wide K step load while this step's MMAs run (two register sets)
+            auto load_fragments = [&](uint32_t (&a_raw)[MT][4], uint32_t (&b_raw)[NT][2], int kk) {
 #pragma unroll
                 for (int i = 0; i < MT; ++i) {
                     const int r = warp_m * WTM + i * 16 + group;
@@ -217,6 +216,15 @@ gemm_3xtf32(const Problem p, const Epilogue epilogue) {
                         b_raw[j][1] = __float_as_uint(b[TB::at(n, kk + quad + 4)]);
                     }
                 }
+            };
+            uint32_t a_frag[2][MT][4], b_frag[2][NT][2];
+            load_fragments(a_frag[0], b_frag[0], 0);
+#pragma unroll
+            for (int kk = 0; kk < BK; kk += 8) {
+                const int now = (kk / 8) & 1;
+                if (kk + 8 < BK) load_fragments(a_frag[now ^ 1], b_frag[now ^ 1], kk + 8);
+                uint32_t (&a_raw)[MT][4] = a_frag[now];
+                uint32_t (&b_raw)[NT][2] = b_frag[now];
                 uint32_t a_big[MT][4], a_small[MT][4], b_big[NT][2], b_small[NT][2];
 #pragma unroll
                 for (int i = 0; i < MT; ++i)
@@ -314,7 +322,7 @@ class TileConfig:
     """Named template parameters of one frozen GEMM configuration."""
     bm: int = 128
     bn: int = 128
-    bk: int = 32
+    bk: int = 64
     warps_m: int = 2
     warps_n: int = 4
     stages: int = 3
