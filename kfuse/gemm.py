@@ -40,6 +40,7 @@ class GemmStep:
     a_k_contiguous: bool = True         # the layouts compiled as the fast path (from the captured strides)
     b_k_contiguous: bool = False
     config: TileConfig = DEFAULT
+    split_k: bool = False               # compile the split-K path (the captured shape had few output tiles)
 
     @property
     def result(self) -> torch.fx.Node:
@@ -153,6 +154,9 @@ def fuse_gemms(steps: list, names: dict[str, int]) -> list:
         # fast-path layouts from the captured strides: A is K-contiguous when its last dim (K) is dense
         step.a_k_contiguous = _k_contiguous(a_source, 0 if step.a_transposed else -1)
         step.b_k_contiguous = _k_contiguous(b_source, -1 if step.b_transposed else -2)
+        k = tensor_meta(a_source).size(0 if step.a_transposed else -1)
+        batch = out.size(0) if batched else 1
+        step.split_k = step.config.split_k(batch, out.numel() // (batch * n), n, k)
         position = steps.index(anchor)
         epilogue = next((s for s in steps if isinstance(s, FusedKernel) and s.write_into == node.name
                          and not s.bias and not s.channels_last_input), None)
@@ -221,11 +225,16 @@ def _device_code(step: GemmStep, target: str) -> str:
             f"    for (int k = 0; k < {count}; ++k) e.o[k] = operands[k];\n"
             f"    e.shape = shape;\n")
     if target == "cuda":
-        args = step.config.arguments(step.a_k_contiguous, step.b_k_contiguous)
+        c = step.config
+        args = c.arguments(step.a_k_contiguous, step.b_k_contiguous, step.split_k)
+        slices = f"kf_gemm::split_k_slices<{c.bm}, {c.bn}, {c.bk}>(p, sms)" if step.split_k else "1"
         return (_epilogue_struct(step)
                 + f"\ncudaError_t {step.name}_launch(const kf_gemm::Problem& p, const kf::Operand* operands, "
-                  f"const kf::Shape& shape, cudaStream_t stream) {{\n{fill}"
-                  f"    return kf_gemm::launch<{args}>(p, e, stream);\n}}\n")
+                  f"const kf::Shape& shape, float* workspace, int sms, cudaStream_t stream) {{\n{fill}"
+                  f"    return kf_gemm::launch<{args}>(p, e, workspace, sms, stream);\n}}\n"
+                  f"int64_t {step.name}_workspace(const kf_gemm::Problem& p, int sms) {{\n"
+                  f"    const int64_t slices = {slices};\n"
+                  f"    return slices > 1 ? slices * p.M * p.N : 0;\n}}\n")
     return _epilogue_struct(step) + f"""
 // {step.name} on the CPU: one output row per iteration, accumulated in double over K, then the epilogue.
 void {step.name}_run(const kf_gemm::Problem& p, const kf::Operand* operands, const kf::Shape& shape) {{
@@ -293,7 +302,11 @@ def _host_wrapper(step: GemmStep, target: str) -> str:
                        + [f"const at::Tensor& e{k}" for k in range(len(extra))])
     inputs = ", ".join(["&out"] + [f"&e{k}" for k in range(len(extra))])
     if target == "cuda":
-        run = (f"    C10_CUDA_CHECK({step.name}_launch(p, operands + 1, shape, c10::cuda::getCurrentCUDAStream()));\n"
+        run = (f"    const int sms = kf::sm_count(out.get_device());\n"
+               f"    const int64_t workspace_floats = {step.name}_workspace(p, sms);  // split K only\n"
+               f"    at::Tensor workspace = at::empty({{workspace_floats}}, out.options());\n"
+               f"    C10_CUDA_CHECK({step.name}_launch(p, operands + 1, shape, workspace.data_ptr<float>(), sms,\n"
+               f"                                        c10::cuda::getCurrentCUDAStream()));\n"
                f"    C10_CUDA_KERNEL_LAUNCH_CHECK();\n")
     else:
         run = f"    {step.name}_run(p, operands + 1, shape);\n"
@@ -333,7 +346,8 @@ def render(steps: list[GemmStep], target: str) -> GemmSources:
     host = "".join(_host_wrapper(s, target) for s in steps)
     if target == "cuda":
         host = "".join(f"cudaError_t {s.name}_launch(const kf_gemm::Problem& p, const kf::Operand* operands, "
-                       f"const kf::Shape& shape, cudaStream_t stream);\n" for s in steps) + host
+                       f"const kf::Shape& shape, float* workspace, int sms, cudaStream_t stream);\n"
+                       f"int64_t {s.name}_workspace(const kf_gemm::Problem& p, int sms);\n" for s in steps) + host
     return GemmSources(device, host, GEMM_DECLS, functions)
 
 

@@ -294,7 +294,7 @@ __host__ inline bool vectorizable(const Matrix& m, bool k_contiguous, int64_t ro
 // Returns the error of the shared-memory setup; the caller checks the launch itself.
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool A_K_CONTIGUOUS, bool B_K_CONTIGUOUS,
           int MIN_BLOCKS, class Epilogue>
-cudaError_t launch(const Problem& p, const Epilogue& epilogue, cudaStream_t stream) {
+cudaError_t launch_tiles(const Problem& p, const Epilogue& epilogue, cudaStream_t stream) {
     using C = Config<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS>;
     if (p.batch == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
     const bool fast = vectorizable(p.a, A_K_CONTIGUOUS, p.M, p.K) && vectorizable(p.b, B_K_CONTIGUOUS, p.N, p.K);
@@ -313,6 +313,60 @@ cudaError_t launch(const Problem& p, const Epilogue& epilogue, cudaStream_t stre
     kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(p, epilogue);
     return cudaSuccess;
 }
+
+// Split K: when the output has too few tiles to fill the GPU (512x512 with K = 262144: 16 tiles for 132 SMs),
+// K is cut into `slices` equal parts run as a batch into a workspace, then summed. 1: no split.
+template <int BM, int BN, int BK>
+__host__ inline int split_k_slices(const Problem& p, int sms) {
+    const int64_t tiles = p.batch * ((p.M + BM - 1) / BM) * ((p.N + BN - 1) / BN);
+    int slices = 1;
+    while (p.batch == 1 && slices < 16 && tiles * slices * 2 <= sms && p.K % (slices * 2 * 4) == 0
+           && p.K / (slices * 2) >= 4 * BK)
+        slices *= 2;
+    return slices;
+}
+
+struct Store {
+    __device__ __forceinline__ float operator()(float v, int64_t) const { return v; }
+};
+
+// The split's second pass: the slices summed in a fixed order (deterministic), then the epilogue, one write.
+template <class Epilogue>
+__global__ void sum_slices(const float* __restrict__ partial, int slices, int64_t count, float* __restrict__ out,
+                           const Epilogue epilogue) {
+    const int64_t stride = (int64_t)blockDim.x * gridDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
+        float v = 0.0f;
+        for (int s = 0; s < slices; ++s) v += partial[s * count + i];
+        out[i] = epilogue(v, i);
+    }
+}
+
+// The product with its epilogue; SPLIT_K compiles the split path (chosen when the captured shape had few tiles),
+// `workspace` then holds split_k_slices * M * N floats.
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool A_K_CONTIGUOUS, bool B_K_CONTIGUOUS,
+          int MIN_BLOCKS, bool SPLIT_K, class Epilogue>
+cudaError_t launch(const Problem& p, const Epilogue& epilogue, float* workspace, int sms, cudaStream_t stream) {
+    if constexpr (SPLIT_K) {
+        const int slices = split_k_slices<BM, BN, BK>(p, sms);
+        if (slices > 1 && p.M > 0 && p.N > 0) {
+            Problem part = p;
+            part.batch = slices;
+            part.K = p.K / slices;
+            part.a.batch_stride = part.K * p.a.k_stride;
+            part.b.batch_stride = part.K * p.b.k_stride;
+            part.out = workspace;
+            const cudaError_t err = launch_tiles<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS,
+                                                 MIN_BLOCKS>(part, Store{}, stream);
+            if (err != cudaSuccess) return err;
+            const int64_t count = p.M * p.N;
+            const unsigned blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((count + 255) / 256, (int64_t)sms * 8));
+            sum_slices<<<blocks, 256, 0, stream>>>(workspace, slices, count, p.out, epilogue);
+            return cudaSuccess;
+        }
+    }
+    return launch_tiles<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS, MIN_BLOCKS>(p, epilogue, stream);
+}
 }  // namespace kf_gemm
 """
 
@@ -328,10 +382,17 @@ class TileConfig:
     stages: int = 3
     min_blocks: int = 1
 
-    def arguments(self, a_k_contiguous: bool, b_k_contiguous: bool) -> str:
+    def arguments(self, a_k_contiguous: bool, b_k_contiguous: bool, split_k: bool | None = None) -> str:
+        """The template arguments of `launch` (split_k given) or `launch_tiles` (None)."""
         flag = lambda x: "true" if x else "false"  # noqa: E731
+        split = "" if split_k is None else f", {flag(split_k)}"
         return (f"{self.bm}, {self.bn}, {self.bk}, {self.warps_m}, {self.warps_n}, {self.stages}, "
-                f"{flag(a_k_contiguous)}, {flag(b_k_contiguous)}, {self.min_blocks}")
+                f"{flag(a_k_contiguous)}, {flag(b_k_contiguous)}, {self.min_blocks}{split}")
+
+    def split_k(self, batch: int, m: int, n: int, k: int, sms: int = 132) -> bool:
+        """Whether the captured shape leaves most SMs idle without a split of K (the frozen choice)."""
+        tiles = batch * -(-m // self.bm) * -(-n // self.bn)
+        return batch == 1 and 4 * tiles <= sms and k >= 8 * self.bk
 
 
 # The configuration kfuse emits (scripts/bench/gemm_3xtf32.py measured the variants; results/gemm-*.json).

@@ -49,7 +49,8 @@ def test_convolution_bias_moves_into_the_epilogue(tmp_path):
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
-@pytest.mark.parametrize("problem", ["conv_div_leaky", "conv3d_bias_tanh", "broadcast_two_inputs", "activation_chain"])
+@pytest.mark.parametrize("problem", ["conv_div_leaky", "conv3d_bias_tanh", "broadcast_two_inputs", "activation_chain",
+                                     "linear_scale_leaky"])
 def test_nvcc_compiles_the_kernels(problem, tmp_path):
     _, text = sources(problem, tmp_path)
     cu = tmp_path / "kernels.cu"

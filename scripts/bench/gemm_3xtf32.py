@@ -73,9 +73,9 @@ torch::Tensor gemm(torch::Tensor a, torch::Tensor b, torch::Tensor bias, int64_t
 def cuda_source(config: TileConfig) -> str:
     cases = []
     for index, (ak, bk) in enumerate(LAYOUTS):
-        args = config.arguments(ak, bk)
-        cases.append(f"    if (layout == {index}) return epilogue == 0 ? kf_gemm::launch<{args}>(p, Identity{{}}, stream)\n"
-                     f"        : kf_gemm::launch<{args}>(p, BiasScaleLeaky{{bias, p.N, scale, slope}}, stream);\n")
+        args = config.arguments(ak, bk)  # launch_tiles: no split-K in this bench
+        cases.append(f"    if (layout == {index}) return epilogue == 0 ? kf_gemm::launch_tiles<{args}>(p, Identity{{}}, stream)\n"
+                     f"        : kf_gemm::launch_tiles<{args}>(p, BiasScaleLeaky{{bias, p.N, scale, slope}}, stream);\n")
     return ("#include <cuda_runtime.h>\n#include <algorithm>\n#include <cstdint>\n" + GEMM_DECLS + GEMM_TEMPLATE
             + EPILOGUES
             + "cudaError_t run_gemm(const kf_gemm::Problem& p, int layout, int epilogue, const float* bias, float scale,"
