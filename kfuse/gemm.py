@@ -5,8 +5,9 @@ Planning (`fuse_gemms`, called by plan.plan after the other passes): a GEMM anch
 GemmStep when its form is one the template covers; the fused kernel that wrote in place into its output becomes
 its epilogue (bias, scalar multipliers, activations, residual adds: anything the pointwise table prints), and a
 2D transpose feeding it only is absorbed as strides. Anything else stays as it was (library call + epilogue
-kernel): matrix-vector shapes (M or N = 1 at capture), where cuBLAS's GEMV is the right tool, non-fp32 dtypes,
-broadcast batches beyond 3D, alpha/beta != 1.
+kernel): a row vector times a matrix (M = 1 at capture), non-fp32 dtypes, broadcast batches beyond 3D,
+alpha/beta != 1. A matrix times a vector (N = 1 at capture) gets the memory-bound GEMV kernel instead of the
+tiles; an output with few tiles for a long K (512x512, K = 262144) splits K (both in kfuse/gemm_cuda.py).
 
 Printing: the CUDA target instantiates the 3xTF32 tensor-core template (kfuse/gemm_cuda.py) with an epilogue
 functor built from the fused kernel's op function (codegen._op_function, the same C expressions as every other
@@ -41,6 +42,7 @@ class GemmStep:
     b_k_contiguous: bool = False
     config: TileConfig = DEFAULT
     split_k: bool = False               # compile the split-K path (the captured shape had few output tiles)
+    gemv: bool = False                  # a matrix-vector product (N = 1 at capture): the memory-bound kernel
 
     @property
     def result(self) -> torch.fx.Node:
@@ -139,10 +141,10 @@ def fuse_gemms(steps: list, names: dict[str, int]) -> list:
         meta_a = tensor_meta(a)
         m = meta_a.size(-2) if not batched else meta_a.size(1)
         n = out.size(-1)
-        if m == 1 or n == 1:
-            continue  # matrix-vector: cuBLAS's GEMV reads the matrix once at full bandwidth; the tiles would not
+        if m == 1:
+            continue  # a row vector times a matrix: cuBLAS reads the matrix once, coalesced; the tiles would not
         step = GemmStep("", node, a.name, b.name, batched, b_transposed=b_transposed,
-                        bias=bias.name if isinstance(bias, torch.fx.Node) else None)
+                        bias=bias.name if isinstance(bias, torch.fx.Node) else None, gemv=n == 1)
         calls = {s.node: s for s in steps if isinstance(s, LibraryCall)}
         a_source, b_source = a, b
         if not batched and a in calls and meta_a.dim() == 2 and (src := _transpose_source(a, node)) is not None:
@@ -170,7 +172,7 @@ def fuse_gemms(steps: list, names: dict[str, int]) -> list:
         steps = [s for s in steps if not any(s is r for r in removed)]
         parts = [short_name(t) for t in step.ops if short_name(t) not in ("numpy_T", "t", "transpose", "permute")]
         merged = [p for i, p in enumerate(parts) if i == 0 or parts[i - 1] != p]
-        step.name = _unique(("gemm_" + "_".join(merged))[:60].rstrip("_"), names)
+        step.name = _unique((("gemv_" if step.gemv else "gemm_") + "_".join(merged))[:60].rstrip("_"), names)
     return steps
 
 
@@ -227,11 +229,13 @@ def _device_code(step: GemmStep, target: str) -> str:
     if target == "cuda":
         c = step.config
         args = c.arguments(step.a_k_contiguous, step.b_k_contiguous, step.split_k)
-        slices = f"kf_gemm::split_k_slices<{c.bm}, {c.bn}, {c.bk}>(p, sms)" if step.split_k else "1"
+        slices = f"kf_gemm::split_k_slices<{c.bm}, {c.bn}, {c.bk}>(p, sms)" if step.split_k and not step.gemv else "1"
+        call = ("kf_gemm::launch_gemv(p, e, sms, stream)" if step.gemv
+                else f"kf_gemm::launch<{args}>(p, e, workspace, sms, stream)")
         return (_epilogue_struct(step)
                 + f"\ncudaError_t {step.name}_launch(const kf_gemm::Problem& p, const kf::Operand* operands, "
                   f"const kf::Shape& shape, float* workspace, int sms, cudaStream_t stream) {{\n{fill}"
-                  f"    return kf_gemm::launch<{args}>(p, e, workspace, sms, stream);\n}}\n"
+                  f"    return {call};\n}}\n"
                   f"int64_t {step.name}_workspace(const kf_gemm::Problem& p, int sms) {{\n"
                   f"    const int64_t slices = {slices};\n"
                   f"    return slices > 1 ? slices * p.M * p.N : 0;\n}}\n")

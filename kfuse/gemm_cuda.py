@@ -342,6 +342,51 @@ __global__ void sum_slices(const float* __restrict__ partial, int slices, int64_
     }
 }
 
+// Matrix-vector products (N = 1 at capture): memory-bound, so no tensor cores and no split: one warp per output
+// element streams its row of A (float4 when aligned, several loads in flight), fp32 FMAs, a shuffle reduction.
+// Correct for any N (one warp per element), efficient for N = 1.
+template <class Epilogue>
+__global__ void gemv_kernel(const Problem p, const Epilogue epilogue) {
+    const int lane = threadIdx.x & 31;
+    const int64_t total = p.batch * p.M * p.N;
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+    for (int64_t w = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; w < total; w += warps) {
+        const int64_t n = w % p.N, m = (w / p.N) % p.M, l = w / (p.N * p.M);
+        const float* a = p.a.data + l * p.a.batch_stride + m * p.a.row_stride;
+        const float* b = p.b.data + l * p.b.batch_stride + n * p.b.row_stride;
+        float sum = 0.0f;
+        const bool vector = p.a.k_stride == 1 && p.b.k_stride == 1 && p.K % 4 == 0
+                            && reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0;
+        if (vector) {
+            const float4* a4 = reinterpret_cast<const float4*>(a);
+            const float4* b4 = reinterpret_cast<const float4*>(b);
+#pragma unroll 4
+            for (int64_t q = lane; q < p.K / 4; q += 32) {
+                const float4 x = __ldcs(a4 + q), y = __ldg(b4 + q);  // A streams through once; b stays cached
+                sum = fmaf(x.x, y.x, sum);
+                sum = fmaf(x.y, y.y, sum);
+                sum = fmaf(x.z, y.z, sum);
+                sum = fmaf(x.w, y.w, sum);
+            }
+        } else {
+            for (int64_t k = lane; k < p.K; k += 32) sum = fmaf(a[k * p.a.k_stride], b[k * p.b.k_stride], sum);
+        }
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        if (lane == 0) p.out[w] = epilogue(sum, w);
+    }
+}
+
+template <class Epilogue>
+cudaError_t launch_gemv(const Problem& p, const Epilogue& epilogue, int sms, cudaStream_t stream) {
+    const int64_t total = p.batch * p.M * p.N;
+    if (total == 0) return cudaSuccess;
+    const int warps_per_block = 8;
+    const unsigned blocks = (unsigned)std::min<int64_t>((total + warps_per_block - 1) / warps_per_block, (int64_t)sms * 32);
+    gemv_kernel<<<blocks, warps_per_block * 32, 0, stream>>>(p, epilogue);
+    return cudaSuccess;
+}
+
 // The product with its epilogue; SPLIT_K compiles the split path (chosen when the captured shape had few tiles),
 // `workspace` then holds split_k_slices * M * N floats.
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool A_K_CONTIGUOUS, bool B_K_CONTIGUOUS,
