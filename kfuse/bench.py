@@ -28,7 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
-from kfuse import __version__
+from kfuse import __version__, gpulock
 from kfuse.errors import UsageError
 from kfuse.loader import top_level_names
 
@@ -44,6 +44,7 @@ class BenchOptions:
     out: Path = Path("bench-out")
     candidates: Path | None = None        # None: optimize every problem
     workers: int | None = None            # None: every visible GPU (cuda), 1 (cpu)
+    per_gpu: int = 1                      # jobs sharing each GPU (their timing still runs alone: kfuse.gpulock)
     ray: str | None = None                # None, "local", or a cluster address
     timeout: float = 300.0                # per problem, for the judge (build included) and again for optimize
     time: bool = True
@@ -214,34 +215,18 @@ def run_job(job: dict) -> dict:
 def _run_job(job: dict) -> dict:
     from kfuse.judge import CheckOptions, check
 
-    result = {"status": None, "reasons": [], "verdict": None, "optimized": None, "candidate_code": None}
+    result = {"status": None, "reasons": [], "verdict": None, "optimized": job.get("optimized"),
+              "candidate_code": job["candidate_text"] if job.get("optimized") else None}
     with tempfile.TemporaryDirectory(prefix="kfuse-bench-") as tmp:
         # Under the problem's own file name: emitted extension names and messages carry its stem.
         problem = Path(tmp) / "problem" / job["problem_name"]
         problem.parent.mkdir()
         problem.write_text(job["problem_text"])
         job["_copies"] = {str(problem): job.get("problem_path", problem.name)}
-        if "candidate_text" in job:
-            candidate = Path(tmp) / "candidate" / job["candidate_name"]
-            candidate.parent.mkdir()
-            candidate.write_text(job["candidate_text"])
-            job["_copies"][str(candidate)] = job.get("candidate_path", candidate.name)
-        else:
-            from kfuse.optimize import optimize
-
-            candidate = Path(tmp) / "candidate" / f"{problem.stem}_new.py"
-            mark_stage(job, "optimizing")
-            try:
-                optimized = optimize(problem, candidate, job["device"])
-            except UsageError as err:
-                result.update(status="unsupported", reasons=[str(err)])
-                return result
-            except Exception as err:  # a gap in kfuse itself: recorded, never the end of the run
-                result.update(status="unsupported", reasons=[f"kfuse could not optimize this problem "
-                                                             f"({first_line(err)}); please report it"])
-                return result
-            result["optimized"] = optimized.to_dict()
-            result["candidate_code"] = candidate.read_text()
+        candidate = Path(tmp) / "candidate" / job["candidate_name"]
+        candidate.parent.mkdir()
+        candidate.write_text(job["candidate_text"])
+        job["_copies"][str(candidate)] = job.get("candidate_path", candidate.name)
         try:
             mark_stage(job, "judging")
             verdict = check(problem, candidate, CheckOptions(**job["check"]))
@@ -299,11 +284,7 @@ def run_job_isolated(job: dict, env: dict | None = None) -> dict:
                 reason = f"the job's process died with {signal.Signals(-process.returncode).name} while {stage}"
             else:
                 reason = f"the job's process exited with code {process.returncode} while {stage}"
-            if stage == "optimizing":  # importing or capturing the problem did it: the problem's doing
-                reason = f"the problem could not be optimized: {reason}"
-                status = "unsupported"
-            else:
-                status = "timeout" if timed_out else "crashed"
+            status = "timeout" if timed_out else "crashed"
             if tail:
                 reason += ": " + " | ".join(line.strip() for line in tail)[-600:]
             result = {"status": status, "reasons": [reason], "verdict": None, "optimized": None,
@@ -354,6 +335,51 @@ def job_main(job_path: str, result_path: str) -> int:
         return 130
     write_atomically(Path(result_path), json.dumps(result, default=str))
     return 0
+
+
+# ------------------------------------------------------------------------------------------------- optimizing
+
+def optimize_all(problems: list[Problem], options: BenchOptions) -> dict[str, dict]:
+    """`kfuse optimize --no-check` for every problem, in parallel processes (CPU work: capture on the meta
+    device, no build), before any judging: the cache is then keyed on the emitted file itself, so a rerun after
+    kfuse changed judges again exactly the problems whose ModelNew changed.
+
+    Returns, per problem id, {"path", "optimized"} or {"status": "unsupported", "reasons"}.
+    """
+    folder = options.out / "candidates"
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def one(problem: Problem) -> tuple[str, dict]:
+        path, report = folder / f"{problem.id}_new.py", folder / f".{problem.id}.json"
+        for stale in (path, report):  # a file from an earlier run must not stand for this one
+            stale.unlink(missing_ok=True)
+        command = [sys.executable, "-m", "kfuse", "optimize", str(problem.path), "-o", str(path),
+                   "--device", options.device, "--no-check", "--json", str(report)]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=options.timeout,
+                                  stdin=subprocess.DEVNULL, env=job_environment(None))
+        except subprocess.TimeoutExpired:
+            return problem.id, unsupported(f"the problem could not be optimized in {options.timeout:g} s")
+        if done.returncode == 0 and report.exists():
+            optimized = json.loads(report.read_text())
+            report.unlink()
+            return problem.id, {"path": path, "optimized": {k: optimized.get(k) for k in
+                                                            ("kernels", "library_calls", "unfused")}}
+        errors = [line for line in done.stderr.splitlines() if line.startswith("kfuse: error: ")]
+        if errors:  # kfuse's own one-line refusal
+            return problem.id, unsupported(errors[-1].removeprefix("kfuse: error: "))
+        how = (f"died with {signal.Signals(-done.returncode).name}" if done.returncode < 0
+               else f"exited with code {done.returncode}")
+        tail = " | ".join(line.strip() for line in done.stderr.strip().splitlines()[-3:])[-600:]
+        return problem.id, unsupported(f"the problem could not be optimized: the process {how} while optimizing"
+                                       + (f": {tail}" if tail else ""))
+
+    with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, 16))) as pool:
+        return dict(pool.map(one, problems))
+
+
+def unsupported(reason: str) -> dict:
+    return {"status": "unsupported", "reasons": [reason]}
 
 
 # ------------------------------------------------------------------------------------------------------ records
@@ -415,9 +441,12 @@ def visible_gpus() -> list[str]:
 
 
 def worker_slots(options: BenchOptions) -> list[dict]:
-    """The environment of each local worker: one GPU each on the CUDA target."""
+    """The environment of each local worker: one GPU each on the CUDA target, or `per_gpu` workers per GPU
+    that share one lock file, so that each one's timing has the GPU to itself (kfuse.gpulock)."""
     if options.workers is not None and options.workers < 1:
         raise UsageError(f"--workers must be at least 1 (got {options.workers})")
+    if options.per_gpu < 1:
+        raise UsageError(f"--per-gpu must be at least 1 (got {options.per_gpu})")
     if options.device == "cpu":
         return [{} for _ in range(options.workers or 1)]
     gpus = visible_gpus()
@@ -425,7 +454,11 @@ def worker_slots(options: BenchOptions) -> list[dict]:
         raise UsageError("--device cuda was asked for, but no CUDA GPU is visible (use --device cpu)")
     if options.workers is not None:
         gpus = gpus[:options.workers]
-    return [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in gpus]
+    if options.per_gpu == 1:
+        return [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in gpus]
+    locks = (options.out / "locks").resolve()
+    return [{"CUDA_VISIBLE_DEVICES": gpu, gpulock.ENV: str(locks / f"gpu{gpu}.lock"),
+             gpulock.SHARERS_ENV: str(options.per_gpu)} for gpu in gpus for _ in range(options.per_gpu)]
 
 
 class LocalRunner:
@@ -585,8 +618,17 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
     jobs: list[tuple[Problem, dict]] = []
     keys: dict[str, str] = {}
     cached = 0
+    emitted = {}
+    if options.candidates is None:
+        with console.status(f"optimizing {len(problems)} problems"):
+            emitted = optimize_all(problems, options)
     for problem in problems:
-        if options.candidates is not None:
+        if options.candidates is None:
+            if "path" not in emitted[problem.id]:
+                records[problem.id] = record(problem, None, emitted[problem.id], options, cached=False)
+                continue
+            problem.candidate = emitted[problem.id]["path"]
+        else:
             problem.candidate = find_candidate(options.candidates, problem.path.stem)
             if problem.candidate is None:
                 names = ", ".join(problem.path.stem + s for s in CANDIDATE_SUFFIXES)
@@ -596,8 +638,9 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
                 continue
         try:
             problem_bytes = problem.path.read_bytes()
-            candidate_bytes = problem.candidate.read_bytes() if problem.candidate else None
+            candidate_bytes = problem.candidate.read_bytes()
             job = make_job(problem, options)
+            job["optimized"] = emitted.get(problem.id, {}).get("optimized")
         except (OSError, UnicodeDecodeError) as err:
             records[problem.id] = record(problem, None, {"status": "unsupported",
                                                          "reasons": [f"cannot read: {first_line(err)}"]},
@@ -617,7 +660,9 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
         raise UsageError(f"--workers must be at least 1 (got {options.workers})")
     runner = (RayRunner(options.ray, options) if options.ray else LocalRunner(slots)) if jobs else None
     where = f"Ray ({options.ray})" if options.ray else (
-        f"{len(slots)} worker{'s' if len(slots) > 1 else ''}" + (" (one per GPU)" if options.device == "cuda" else ""))
+        f"{len(slots)} worker{'s' if len(slots) > 1 else ''}" + (
+            (" (one per GPU)" if options.per_gpu == 1 else f" ({options.per_gpu} per GPU, timing one at a time)")
+            if options.device == "cuda" else ""))
     console.print(f"[bold]kfuse bench[/]: {len(problems)} problems, {len(jobs)} to run, {cached} from the cache; "
                   f"{options.device} target, {where}; results in {out}", highlight=False)
 

@@ -40,6 +40,73 @@ def _meta(node) -> tuple[torch.dtype | None, int | None]:
     return None, None
 
 
+# Composite ops that become pointwise ops and reductions kfuse fuses (their ATen form has no kernel of ours): the
+# losses and distances. (cross_entropy, cosine_similarity and triplet_margin_loss have kernels of their own in
+# kfuse/reduce.py: their decompositions read the inputs more than once.) Each decomposes into PyTorch's own formula (Distance.cpp, Loss.cpp, torch._decomp), so the
+# math stays the eager op's.
+DECOMPOSED = {
+    "aten.smooth_l1_loss.default", "aten.huber_loss.default", "aten.kl_div.default",
+    "aten.pairwise_distance.default", "aten.norm.ScalarOpt_dim", "aten.mse_loss.default", "aten.l1_loss.default",
+}
+
+
+def _decomposition_table() -> dict:
+    from torch._decomp import decomposition_table
+    table = {op: fn for op, fn in torch.export.default_decompositions().items() if str(op) in DECOMPOSED}
+    table.update({op: fn for op, fn in decomposition_table.items() if str(op) in DECOMPOSED and op not in table})
+    return table
+
+
+def _batchmean_at_run_time(exported) -> None:
+    """kl_div(reduction="batchmean") reaches the graph as `kl_div(..., sum) / N` with the captured batch size N
+    frozen in: it becomes a sum over each sample then a mean over the batch, so any batch size divides right."""
+    graph = exported.graph_module.graph
+    changed = False
+    for node in list(graph.nodes):
+        if node.op != "call_function" or str(node.target) != "aten.div.Tensor" or len(node.args) != 2:
+            continue
+        loss, divisor = node.args
+        if (not isinstance(loss, torch.fx.Node) or str(loss.target) != "aten.kl_div.default" or len(loss.users) != 1
+                or isinstance(divisor, bool) or not isinstance(divisor, int)):
+            continue
+        from kfuse.ops import _bind
+        p = _bind(loss.target._schema, list(loss.args), dict(loss.kwargs))
+        shape = p["self"].meta["val"].shape if "val" in p["self"].meta else None
+        if p["reduction"] != 2 or shape is None or len(shape) < 2 or shape[0] != divisor:
+            continue  # (rank 1: batchmean divides by the one dim, a mean, which decomposes as it is)
+        aten = torch.ops.aten
+        with graph.inserting_before(node):
+            pointwise = graph.call_function(aten.kl_div.default, (p["self"], p["target"], 0),
+                                         {"log_target": p["log_target"]})
+            per_sample = graph.call_function(aten.sum.dim_IntList, (pointwise, list(range(1, len(shape)))))
+            batch = graph.call_function(aten.mean.dim, (per_sample, [0]))
+        node.replace_all_uses_with(batch)
+        graph.erase_node(node)
+        graph.erase_node(loss)
+        changed = True
+    if changed:
+        exported.graph_module.recompile()
+
+
+def _drop_same_shape_broadcasts(graph: torch.fx.Graph) -> None:
+    """`broadcast_tensors` of tensors that already share one shape returns them as they are (the losses call it
+    on their two inputs): its items are replaced by the inputs, so kernels read them directly."""
+    import operator
+    for node in list(graph.nodes):
+        if node.op != "call_function" or str(node.target) != "aten.broadcast_tensors.default":
+            continue
+        inputs = node.args[0]
+        shapes = {tuple(i.meta["val"].shape) for i in inputs if isinstance(i, torch.fx.Node) and "val" in i.meta}
+        if len(shapes) != 1 or not all(isinstance(i, torch.fx.Node) for i in inputs):
+            continue
+        if any(u.target is not operator.getitem for u in node.users):
+            continue
+        for item in list(node.users):
+            item.replace_all_uses_with(inputs[int(item.args[1])])
+            graph.erase_node(item)
+        graph.erase_node(node)
+
+
 def capture(model: torch.nn.Module, example_inputs: list) -> Captured:
     from torch.export.graph_signature import InputKind, OutputKind
 
@@ -47,11 +114,16 @@ def capture(model: torch.nn.Module, example_inputs: list) -> Captured:
         with torch.no_grad():
             probe = model(*example_inputs)
         exported = torch.export.export(model, tuple(example_inputs))
+        _batchmean_at_run_time(exported)
+        if any(str(n.target) in DECOMPOSED for n in exported.graph.nodes if n.op == "call_function"):
+            # only then: run_decompositions also rewrites ops kfuse fuses as they are (training batch norm)
+            exported = exported.run_decompositions(_decomposition_table())
     except Exception as err:  # export's own errors are long; the first line says what failed
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise CaptureError(f"torch.export could not capture the model: {first}") from None
 
     signature = exported.graph_signature
+    _drop_same_shape_broadcasts(exported.graph)
     placeholders = [n for n in exported.graph.nodes if n.op == "placeholder"]
     inputs = []
     user_position = 0

@@ -158,6 +158,8 @@ def extract_command(answer, output):
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
 @click.option("--workers", type=int, default=None,
               help="Parallel workers (default: one per visible GPU; 1 on the CPU target).")
+@click.option("--per-gpu", type=int, default=1, show_default=True,
+              help="Jobs sharing each GPU: their builds and checks overlap, their timed rounds run one at a time.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("bench-out"),
               show_default=True, help="Report, results.json, candidates, verdicts and the result cache.")
 @click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
@@ -171,7 +173,7 @@ def extract_command(answer, output):
               help="torch.compile modes to time against, comma-separated; 'none' for none.")
 @click.option("--trials", type=int, default=5, show_default=True, help="Correctness trials (at least 5).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed of every check.")
-def bench_command(paths, candidates, device, workers, out, ray_address, timeout, no_timing, min_seconds,
+def bench_command(paths, candidates, device, workers, per_gpu, out, ray_address, timeout, no_timing, min_seconds,
                   compile_modes, trials, seed):
     """Optimize and judge every problem in PATHS (files or folders), or judge given candidates; write a report.
 
@@ -182,7 +184,8 @@ def bench_command(paths, candidates, device, workers, out, ray_address, timeout,
     from kfuse.bench import BenchOptions, bench
     from kfuse.bench_report import print_table
 
-    options = BenchOptions(device=device, out=out, candidates=candidates, workers=workers, ray=ray_address,
+    options = BenchOptions(device=device, out=out, candidates=candidates, workers=workers, per_gpu=per_gpu,
+                           ray=ray_address,
                            timeout=timeout, time=not no_timing, min_seconds=min_seconds,
                            compile_modes=parse_compile_modes(compile_modes), trials=trials, seed=seed)
     try:

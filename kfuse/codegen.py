@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import torch
 
+from kfuse import attention, ops
 from kfuse import gemm as gemms
-from kfuse import ops
 from kfuse import reduce as reductions
+from kfuse import window as windows
 from kfuse.capture import Captured
 from kfuse.plan import FusedKernel, LibraryCall, Plan, TupleItem, tensor_meta
 
@@ -594,6 +595,10 @@ def _forward(captured: Captured, plan: Plan, names: dict[str, str], target: str)
             body.append(_tuple_item(step, names, plan))
         elif isinstance(step, reductions.ReduceKernel):
             body.extend(reductions.forward_lines(step, names))
+        elif isinstance(step, attention.AttentionKernel):
+            body.append(attention.forward_line(step, names))
+        elif isinstance(step, windows.WindowKernel):
+            body.extend(windows.forward_lines(step, names))
         elif isinstance(step, gemms.GemmStep):
             body.extend(gemms.forward_lines(step, names))
         else:
@@ -626,6 +631,8 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     host_wrappers = "".join(_host_wrapper(k, target) for k in plan.kernels)
     forward = _forward(captured, plan, names, target)
     red = reductions.render(plan.reductions, target)
+    att = attention.render(plan.attentions, target)
+    win = windows.render(plan.windows, target)
     gm = gemms.render(plan.gemms, target)
     if target == "cuda":
         launches = "".join(f"void {k.name}_launch(const kf::Operand* o, const kf::Shape& shape, float* out, "
@@ -634,24 +641,27 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
                             f"float* out, bool small_index, cudaStream_t stream);\n"
                             for k in plan.kernels if k.channels_last_input)
         cuda = ("#include <cuda_runtime.h>\n#include <algorithm>\n" + COMMON
-                + prelude_for(kernel_functions + red.expressions + gm.expressions)
+                + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions)
                 + kernel_functions
                 + "".join(_cuda_kernels(k) + (_channels_last_kernel(k) if k.channels_last_input else "")
                           for k in plan.kernels)
-                + red.decls + red.helpers + red.device + gm.decls + gm.device)
+                + red.decls + red.helpers + red.device + att.decls + att.device
+                + win.decls + win.helpers + win.device + gm.decls + gm.device)
         cpp = (HOST_HEADERS + CUDA_HOST_HEADERS + COMMON + HOST_RUNTIME + CUDA_HOST_RUNTIME + launches
-               + host_wrappers + red.decls + red.host + gm.decls + gm.host + forward)
+               + host_wrappers + red.decls + red.host + att.decls + att.host + win.decls + win.host + gm.decls + gm.host
+               + forward)
     else:
         cuda = None
         cpp = (HOST_HEADERS + "#include <ATen/Parallel.h>\n" + COMMON
-               + prelude_for(kernel_functions + red.expressions + gm.expressions)
+               + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions)
                + HOST_RUNTIME
                + kernel_functions + "".join(_cpu_kernel(k) for k in plan.kernels) + host_wrappers
-               + red.decls + red.helpers + red.device + red.host + gm.decls + gm.device + gm.host + forward)
+               + red.decls + red.helpers + red.device + red.host + att.decls + att.host
+               + win.decls + win.helpers + win.device + win.host + gm.decls + gm.device + gm.host + forward)
     kernels = [{"name": k.name, "fuses": k.ops, "in_place_into": k.write_into,
                 "reads_channels_last": k.channels_last_input} for k in plan.kernels]
     kernels += [{"name": k.name, "fuses": k.ops, "in_place_into": None, "reads_channels_last": None}
-                for k in plan.reductions + plan.gemms]
+                for k in plan.reductions + plan.attentions + plan.windows + plan.gemms]
     kernels.sort(key=lambda k: _step_index(plan, k["name"]))
     library = [c.op for c in plan.library_calls]
     unfused = [{"op": c.op, "node": c.node.name,
@@ -665,7 +675,8 @@ def _step_index(plan: Plan, name: str) -> int:
 
 
 def _unfused_reason(call: LibraryCall) -> str:
-    reason = reductions.unfused_reason(call.node)
+    reason = (windows.unfused_reason(call.node) or reductions.unfused_reason(call.node)
+              or attention.unfused_reason(call.node))
     if reason is not None:
         return reason
     if ops.lookup(call.node.target) is not None:

@@ -130,6 +130,13 @@ KF_INLINE float kf_remainder(float a, float b) {
   return mod;
 }
 
+/* xlogy(x, y) = x * log(y), 0 where x is 0, NaN where y is NaN (PyTorch's order of tests) */
+KF_INLINE float kf_xlogy(float x, float y) {
+  if (y != y) return NAN;
+  if (x == 0.0f) return 0.0f;
+  return x * logf(y);
+}
+
 /* Division by a scalar: PyTorch's CUDA kernels multiply by the reciprocal, its CPU kernels divide. */
 KF_INLINE float kf_div_scalar(float a, float b) {
 #ifdef __CUDACC__
@@ -507,6 +514,8 @@ def _register_all() -> None:
                    ("round", "nearbyintf"), ("frac", "kf_frac"), ("sign", "kf_sign"), ("sgn", "kf_sign")):
         _add(f"aten.{op}.default", _unary(fn))
     _add("aten.round.decimals", _round_decimals)
+    _add("aten.xlogy.Tensor", lambda p: _call("kf_xlogy", p["self"], p["other"]), ("self", "other"))
+    _add("aten.xlogy.Scalar_Other", lambda p: _call("kf_xlogy", p["self"], _lit(p["other"])))
     _add("aten.atan2.default", lambda p: _call("atan2f", p["self"], p["other"]), ("self", "other"))
 
     # Activations ------------------------------------------------------------------------------------------

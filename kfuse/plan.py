@@ -101,10 +101,22 @@ class Plan:
         return [s for s in self.steps if isinstance(s, GemmStep)]
 
     @property
+    def attentions(self) -> list:
+        """Fused attention kernels (kfuse.attention.AttentionKernel)."""
+        from kfuse.attention import AttentionKernel
+        return [s for s in self.steps if isinstance(s, AttentionKernel)]
+
+    @property
     def reductions(self) -> list:
         """Fused reduction kernels (kfuse.reduce.ReduceKernel)."""
         from kfuse.reduce import ReduceKernel
         return [s for s in self.steps if isinstance(s, ReduceKernel)]
+
+    @property
+    def windows(self) -> list:
+        """Fused pooling and scan kernels (kfuse.window.WindowKernel)."""
+        from kfuse.window import WindowKernel
+        return [s for s in self.steps if isinstance(s, WindowKernel)]
 
 
 def tensor_meta(node) -> torch.Tensor | None:
@@ -112,15 +124,27 @@ def tensor_meta(node) -> torch.Tensor | None:
     return val if isinstance(val, torch.Tensor) else None
 
 
+def _is_bool_mask(node) -> bool:
+    """A comparison (or logical op) of fp32 values giving a bool tensor: fusable as an interior value, rendered as
+    1.0f / 0.0f, when every user is a pointwise op of its shape (where's condition, ...): kernels write fp32 only."""
+    out = tensor_meta(node)
+    if (out is None or out.dtype != torch.bool or node.op != "call_function"
+            or str(node.target) not in ops.BOOL_RESULT or not node.users):
+        return False
+    return all(u.op == "call_function" and ops.lookup(u.target) is not None and tensor_meta(u) is not None
+               and tensor_meta(u).shape == out.shape for u in node.users)
+
+
 def is_fusable(node: torch.fx.Node) -> bool:
     op = ops.lookup(node.target) if node.op == "call_function" else None
     if op is None or _mutates(node):
         return False
     out = tensor_meta(node)
-    if out is None or out.dtype not in FUSABLE_DTYPES:
+    if out is None or (out.dtype not in FUSABLE_DTYPES and not _is_bool_mask(node)):
         return False
     tensor_args = [a for a in _flat_args(node) if isinstance(a, torch.fx.Node)]
-    if not all(tensor_meta(a) is not None and tensor_meta(a).dtype in FUSABLE_DTYPES for a in tensor_args):
+    if not all(tensor_meta(a) is not None and (tensor_meta(a).dtype in FUSABLE_DTYPES or _is_bool_mask(a))
+               for a in tensor_args):
         return False
     placeholder = lambda a: "v" if isinstance(a, torch.fx.Node) else a  # noqa: E731
     try:  # the table declines argument values it has no expression for (an unknown rounding mode, ...)
@@ -159,7 +183,7 @@ def short_name(target) -> str:
 
 def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") -> Plan:
     nodes = [n for n in graph.nodes if n.op == "call_function" and not _is_dead_assert(n)]
-    kernels = _fuse([n for n in nodes if is_fusable(n)], _epochs(nodes))
+    kernels = _fuse_without_bool_edges([n for n in nodes if is_fusable(n)], _epochs(nodes))
     kernel_by_result = {k.result: k for k in kernels}
     members = {n for k in kernels for n in k.nodes}
 
@@ -181,15 +205,24 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
                     kernel.inputs.append(a.name)
     from kfuse import reduce  # reductions absorb the pointwise kernels around them (kfuse/reduce.py)
     steps = reduce.fuse_reductions(steps, nodes, _epochs(nodes))
+    from kfuse import attention  # scaled_dot_product_attention as one kernel (kfuse/attention.py)
+    steps = attention.fuse_attention(steps)
     for kernel in steps:
         if isinstance(kernel, reduce.ReduceKernel):
             kernel.name = _unique(reduce.kernel_name(kernel), names)
+        elif isinstance(kernel, attention.AttentionKernel):
+            kernel.name = _unique("fused_scaled_dot_product_attention", names)
         elif isinstance(kernel, FusedKernel):
             kernel.write_into = _reusable_buffer(kernel, steps)
             _move_conv_bias(kernel, steps)
             kernel.name = _unique(_kernel_name(kernel), names)
             if target == "cuda" and precision == "tf32":
                 _read_conv_channels_last(kernel, steps)
+    from kfuse import window  # pooling and scans absorb the pointwise kernels around them (kfuse/window.py)
+    steps = window.fuse_windows(steps, nodes, _epochs(nodes))
+    for kernel in steps:
+        if isinstance(kernel, window.WindowKernel):
+            kernel.name = _unique(window.kernel_name(kernel), names)
     from kfuse import gemm  # fp32 GEMMs on kfuse's template, with the kernel after them as epilogue (kfuse/gemm.py)
     steps = gemm.fuse_gemms(steps, names)
     return Plan(steps)
@@ -232,6 +265,26 @@ def _is_dead_assert(node: torch.fx.Node) -> bool:
     return str(node.target).startswith("aten._assert") and not node.users
 
 
+def _fuse_without_bool_edges(fusable: list[torch.fx.Node], epochs: dict) -> list[FusedKernel]:
+    """Kernels read and write fp32 only: a bool mask must end up inside the kernel of its users. Masks that would be
+    a kernel's result or another kernel's input leave the fusable set (with their users), and the grouping reruns."""
+    while True:
+        kernels = _fuse(fusable, epochs)
+        home = {n: k for k in kernels for n in k.nodes}
+        bad = set()
+        for k in kernels:
+            if tensor_meta(k.result).dtype == torch.bool:
+                bad.add(k.result)
+            for n in k.nodes:
+                for a in _flat_args(n):
+                    if isinstance(a, torch.fx.Node) and tensor_meta(a).dtype == torch.bool and home.get(a) is not k:
+                        bad |= {a, n}
+        if not bad:
+            return kernels
+        bad |= {u for b in bad if tensor_meta(b).dtype == torch.bool for u in b.users}
+        fusable = [n for n in fusable if n not in bad]
+
+
 def _fuse(fusable: list[torch.fx.Node], epochs: dict[torch.fx.Node, int]) -> list[FusedKernel]:
     """Pointwise nodes joined through producer -> consumer edges of equal shape and dtype, then cut so that every
     value needed outside a kernel is that kernel's result (kernels have one output)."""
@@ -248,7 +301,7 @@ def _fuse(fusable: list[torch.fx.Node], epochs: dict[torch.fx.Node, int]) -> lis
         for a in _flat_args(node):
             if isinstance(a, torch.fx.Node) and a in group and epochs[a] == epochs[node]:
                 val = tensor_meta(a)
-                if val.shape == out.shape and val.dtype == out.dtype:
+                if val.shape == out.shape and (val.dtype == out.dtype or val.dtype == torch.bool):
                     group[root(a)] = root(node)
     order = {n: i for i, n in enumerate(fusable)}
     groups: dict[torch.fx.Node, list[torch.fx.Node]] = {}

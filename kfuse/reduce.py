@@ -67,6 +67,16 @@ REDUCERS = {
     # Online softmax: running max m and the sum of exp(x - m), rescaled when m grows. -inf elements add 0.
     "softmax": Reducer((("kf_acc", "m", "-INFINITY"), ("kf_acc", "s", "0")),
                        "kfr_softmax_step(s.m, s.s, (kf_acc)v);", "kfr_softmax_merge(a.m, a.s, b.m, b.s);"),
+    # Two sources at once (`v` and `w0`): their dot product and both squared norms, in one read of each.
+    "dot_norms": Reducer((("kf_acc", "xy", "0"), ("kf_acc", "xx", "0"), ("kf_acc", "yy", "0")),
+                         "{ const kf_acc x = (kf_acc)v, y = (kf_acc)w0; s.xy += x * y; s.xx += x * x; s.yy += y * y; }",
+                         "a.xy += b.xy; a.xx += b.xx; a.yy += b.yy;"),
+    # Three sources: the squared distances |v - w0 + EPS|^2 and |v - w1 + EPS|^2 (pairwise_distance's formula:
+    # the difference and eps rounded to float first), in one read of each.
+    "two_dists": Reducer((("kf_acc", "dp", "0"), ("kf_acc", "dn", "0")),
+                         "{ const float d1 = (v - w0) + EPS, d2 = (v - w1) + EPS; "
+                         "s.dp += (kf_acc)d1 * (kf_acc)d1; s.dn += (kf_acc)d2 * (kf_acc)d2; }",
+                         "a.dp += b.dp; a.dn += b.dn;"),
 }
 
 REDUCE_PRELUDE = r"""
@@ -84,6 +94,8 @@ KF_INLINE double kfr_log(double x) { return log(x); }
 KF_INLINE float kfr_sqrt(float x) { return sqrtf(x); }
 KF_INLINE double kfr_sqrt(double x) { return sqrt(x); }
 KF_INLINE kf_acc kfr_max_acc(kf_acc a) { return a > (kf_acc)0 ? a : (kf_acc)0; }
+/* clamp_min as PyTorch's: NaN stays NaN */
+KF_INLINE kf_acc kfr_max2(kf_acc a, kf_acc b) { return (a != a || a > b) ? a : b; }
 KF_INLINE float kfr_pow(float x, float y) { return powf(x, y); }
 KF_INLINE double kfr_pow(double x, double y) { return pow(x, y); }
 /* max/min that propagate NaN, as torch.amax does */
@@ -186,9 +198,11 @@ inline void reduce_geometry(const std::vector<at::Tensor>& views, const std::vec
     TORCH_CHECK(nd <= KF_MAX_DIMS, "kfuse reductions support up to ", KF_MAX_DIMS, " dimensions");
     const size_t nv = views.size();
     for (size_t k = 0; k < nv; ++k) {
-        TORCH_CHECK(views[k].scalar_type() == at::kFloat, "kfuse reduction expects float32 operands");
+        // float32 values; int64 ones only as class targets (read through an int64 pointer at the same offsets)
+        TORCH_CHECK(views[k].scalar_type() == at::kFloat || views[k].scalar_type() == at::kLong,
+                    "kfuse reduction expects float32 operands (int64 class targets)");
         TORCH_CHECK(views[k].sizes() == views[0].sizes(), "kfuse reduction: operand shapes disagree");
-        out[k].data = const_cast<float*>(views[k].data_ptr<float>());
+        out[k].data = static_cast<float*>(const_cast<void*>(views[k].data_ptr()));
     }
     for (int level = 0; level < 2; ++level) {
         int n = 0;
@@ -225,6 +239,51 @@ inline bool reduce_small_index(const std::vector<at::Tensor>& views, const RGeom
     }
     const int64_t room = (int64_t)1 << 20;
     return worst < INT32_MAX - room && g.rows < INT32_MAX - room && g.rlen < INT32_MAX - room;
+}
+}  // namespace kf
+"""
+
+# A loss's final scalar: the rows' values summed (divided by the rows' summed weights for a weighted mean) by one
+# block, each thread a fixed stride of the rows, then a fixed tree: the same order every run (no atomics), in double.
+REDUCE_TOTAL_CUDA = r"""
+namespace kf {
+__global__ void reduce_total_kernel(const float* rows, const float* weights, int64_t n, bool mean, float* out) {
+    __shared__ double sv[1024], sw[1024];
+    const int t = threadIdx.x;
+    double v = 0.0, w = 0.0;
+    for (int64_t i = t; i < n; i += blockDim.x) {
+        v += (double)rows[i];
+        if (weights != nullptr) w += (double)weights[i];
+    }
+    sv[t] = v;
+    sw[t] = w;
+    __syncthreads();
+    for (int off = blockDim.x / 2; off > 0; off >>= 1) {
+        if (t < off) { sv[t] += sv[t + off]; sw[t] += sw[t + off]; }
+        __syncthreads();
+    }
+    if (t == 0) out[0] = (float)(weights != nullptr ? sv[0] / sw[0] : (mean ? sv[0] / (double)n : sv[0]));
+}
+void reduce_total(const float* rows, const float* weights, int64_t n, bool mean, float* out, cudaStream_t stream) {
+    reduce_total_kernel<<<1, 1024, 0, stream>>>(rows, weights, n, mean, out);
+}
+}  // namespace kf
+"""
+REDUCE_TOTAL_CUDA_DECL = """
+namespace kf {
+void reduce_total(const float* rows, const float* weights, int64_t n, bool mean, float* out, cudaStream_t stream);
+}
+"""
+REDUCE_TOTAL_CPU = r"""
+namespace kf {
+// A loss's final scalar: the rows' values summed in order, in double (divided by the summed weights, or by n).
+inline void reduce_total(const float* rows, const float* weights, int64_t n, bool mean, float* out) {
+    double v = 0.0, w = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        v += (double)rows[i];
+        if (weights != nullptr) w += (double)weights[i];
+    }
+    out[0] = (float)(weights != nullptr ? v / w : (mean ? v / (double)n : v));
 }
 }  // namespace kf
 """
@@ -306,6 +365,12 @@ class Spec:
     row_write: list[str] = field(default_factory=list)            # extra row statements (running statistics)
     skip_accumulate: bool = False          # eval-mode batch norm: the statistics are operands
     first_item: bool = False               # a tuple result of which only item 0 (the normalised tensor) is used
+    # more full-shape sources read with the first, `w0`, `w1`, ... in the reducer's update (dot_norms, two_dists)
+    extra: list[torch.fx.Node] = field(default_factory=list)
+    # A final reduction of the row values into one scalar (the losses' mean or sum), after the rows: "sum", "mean",
+    # or "weighted" (sum of the row values / sum of `row_weight`): a second, deterministic pass over the rows.
+    total: str | None = None
+    row_weight: str | None = None          # C expression (float) of a row's weight, for total "weighted"
 
 
 def _bound(node: torch.fx.Node) -> dict:
@@ -353,7 +418,7 @@ def spec_for(node: torch.fx.Node) -> Spec:
     if parser is None:
         raise Unsupported("not a reduction kfuse fuses")
     p = _bound(node)
-    source = p.get("self", p.get("input"))
+    source = next((p[k] for k in ("self", "input", "x1", "anchor") if k in p), None)
     if not isinstance(source, torch.fx.Node):
         raise Unsupported("its input is not a tensor")
     _check_dtype(node, source)
@@ -440,6 +505,81 @@ def _vector_norm(node, p, source):
         return Spec("nonzero", source, dims, keep, row="(float)s.s")
     spec = Spec("powsum", source, dims, keep, row=f"(float)kfr_pow(s.s, (kf_acc)1 / (kf_acc){o!r})")
     spec.reducer = f"powsum:{o!r}"
+    return spec
+
+
+def _cross_entropy(node, p, source):
+    """cross_entropy with class-index targets: one pass per row (online logsumexp) and the target's logit read
+    once, -(x[t] - max - log(sum)) as PyTorch's log_softmax + nll_loss compute it; 0 where t == ignore_index; then
+    the mean over the rows that count (or the sum) in a final deterministic pass."""
+    target, reduction = p["target"], p["reduction"]
+    if p.get("weight") is not None:
+        raise Unsupported("with class weights")
+    if p.get("label_smoothing", 0.0) != 0.0:
+        raise Unsupported("with label_smoothing")
+    meta = tensor_meta(target) if isinstance(target, torch.fx.Node) else None
+    if meta is None or meta.dtype != torch.int64:
+        raise Unsupported("with class-probability (non-int64) targets")
+    rank = _rank(source)
+    if meta.dim() != max(rank - 1, 0) or reduction not in (0, 1, 2):
+        raise Unsupported("with a target of unexpected rank")
+    ignore = int(p["ignore_index"])
+    # an out-of-range class (PyTorch raises) gives NaN rather than a number
+    row = (f"(({{target}} == (int64_t){ignore}) ? 0.0f : (({{target}} < 0 || {{target}} >= (int64_t)g.rlen) ? NAN : "
+           f"(float)(-(((kf_acc)SOURCE_AT((int64_t){{target}}) - s.m) - kfr_log(s.s)))))")
+    spec = Spec("softmax", source, [1 if rank > 1 else 0], row=row)
+    spec.operands["target"] = (target, "index")
+    if reduction == 1:
+        spec.total, spec.row_weight = "weighted", f"(({{target}} == (int64_t){ignore}) ? 0.0f : 1.0f)"
+    elif reduction == 2:
+        spec.total = "sum"
+    return spec
+
+
+def _cosine_similarity(node, p, source):
+    """cosine_similarity: the dot product and both squared norms in one read of x1 and x2, then PyTorch's formula
+    (Distance.cpp: each norm clamped to eps, x1 / n1 . x2 / n2) as dot / (max(n1, eps) * max(n2, eps))."""
+    other, eps = p["x2"], p["eps"]
+    if not isinstance(other, torch.fx.Node) or not isinstance(eps, (int, float)):
+        raise Unsupported("with a non-tensor operand or eps")
+    _check_dtype(node, other)
+    rank = _rank(source)
+    if rank == 0 or _shape(source) != _shape(other):
+        raise Unsupported("on operands of different shapes (broadcast)")
+    e = _acc(eps)
+    row = (f"(float)(s.xy / (kfr_max2(kfr_sqrt(s.xx), {e}) * kfr_max2(kfr_sqrt(s.yy), {e})))")
+    spec = Spec("dot_norms", source, _norm_dims(p["dim"], rank), row=row, extra=[other])
+    spec.operands["second"] = (other, "full")
+    return spec
+
+
+def _triplet_margin_loss(node, p, source):
+    """triplet_margin_loss (p=2, no swap): both distances in one read of anchor, positive and negative
+    (pairwise_distance: the norm of a - x + eps over the last dim), then clamp_min(margin + d_pos - d_neg, 0)
+    rounded as PyTorch's float ops, and the mean (or sum) over the rows in a final deterministic pass."""
+    positive, negative = p["positive"], p["negative"]
+    margin, norm, eps, swap, reduction = p["margin"], p["p"], p["eps"], p["swap"], p["reduction"]
+    if swap:
+        raise Unsupported("with swap=True")
+    if isinstance(norm, bool) or not isinstance(norm, (int, float)) or float(norm) != 2.0:
+        raise Unsupported(f"with p={norm!r} (p=2 only)")
+    if not isinstance(margin, (int, float)) or not isinstance(eps, (int, float)) or reduction not in (0, 1, 2):
+        raise Unsupported("with non-numeric margin or eps")
+    for t in (positive, negative):
+        if not isinstance(t, torch.fx.Node):
+            raise Unsupported("with a non-tensor operand")
+        _check_dtype(node, t)
+        if _shape(t) != _shape(source):
+            raise Unsupported("on operands of different shapes (broadcast)")
+    rank = _rank(source)
+    if rank == 0:
+        raise Unsupported("on 0-dim tensors")
+    m = _f32(margin)
+    row = "(float)kfr_max2((kf_acc)((" + m + " + (float)kfr_sqrt(s.dp)) - (float)kfr_sqrt(s.dn)), (kf_acc)0)"
+    spec = Spec(f"two_dists:{_f32(eps)}", source, [rank - 1], row=row, extra=[positive, negative])
+    spec.operands["positive"] = (positive, "full")
+    spec.operands["negative"] = (negative, "full")
+    spec.total = {0: None, 1: "mean", 2: "sum"}[reduction]
     return spec
 
 
@@ -572,6 +712,16 @@ def _native_batch_norm_eval(node, p, source):
                               "running_var": p["running_var"], "momentum": p["momentum"]}, source)
 
 
+def _global_avg_pool(node, p, source):
+    """adaptive_avg_pool to output size 1 everywhere: a mean over the spatial dims, kept (PyTorch computes it
+    with mean() too). Other output sizes are kfuse/window.py's."""
+    from kfuse.window import global_mean_dims
+    dims = global_mean_dims(node)
+    if dims is None:
+        raise Unsupported("to output sizes other than 1 (a pooling kernel's job, not a reduction's)")
+    return Spec("sum", source, dims, True, row="(float)(s.s / n)")
+
+
 _PARSERS = {
     "aten.sum.dim_IntList": _plain("sum", "(float)s.s"),
     "aten.sum.default": _plain("sum", "(float)s.s", all_dims=True),
@@ -596,6 +746,14 @@ _PARSERS = {
     "aten.log_softmax.int": _softmax(True),
     "aten._log_softmax.default": _softmax(True),
     "aten.logsumexp.default": _logsumexp,
+    "aten.cross_entropy_loss.default": _cross_entropy,
+    "aten.cosine_similarity.default": _cosine_similarity,
+    "aten.triplet_margin_loss.default": _triplet_margin_loss,
+    "aten.adaptive_avg_pool1d.default": _global_avg_pool,
+    "aten.adaptive_avg_pool2d.default": _global_avg_pool,
+    "aten.adaptive_avg_pool3d.default": _global_avg_pool,
+    "aten._adaptive_avg_pool2d.default": _global_avg_pool,
+    "aten._adaptive_avg_pool3d.default": _global_avg_pool,
     "aten.linalg_vector_norm.default": _vector_norm,
     "aten.layer_norm.default": _layer_norm,
     "aten.rms_norm.default": _rms_norm,
@@ -762,7 +920,7 @@ def _grow(core, spec: Spec, kernel_of: dict, expands: dict, epochs: dict, used: 
         for n in items.values():
             members[n] = "core"
         if value is not None:
-            members[value] = "row"
+            members[value] = "row" if spec.total is None else "core"
         if spec.full is not None:
             members[kernel.full_node] = "full"
         if with_prologue:
@@ -941,6 +1099,9 @@ class ReduceSources:
 
 
 def _reducer(spec: Spec) -> Reducer:
+    if spec.reducer.startswith("two_dists:"):
+        base = REDUCERS["two_dists"]
+        return Reducer(base.fields, base.update.replace("EPS", spec.reducer.split(":")[1]), base.merge)
     if spec.reducer.startswith("powsum:"):
         base = REDUCERS["powsum"]
         return Reducer(base.fields, base.update.replace("P", spec.reducer.split(":")[1]), base.merge)
@@ -1003,6 +1164,7 @@ class _Printer:
                   if isinstance(a, torch.fx.Node) and a not in k.prologue]
         if not k.prologue:
             needed.append(self.full_operand(self.spec.source.name))
+        needed += [self.full_operand(x.name) for x in self.spec.extra]
         for i in needed:
             if i not in used:
                 used.append(i)
@@ -1026,8 +1188,15 @@ class _Printer:
         params = "".join(f", float a{i}" for i in used)
         args = "".join(f", a{i}" for i in used)
         body = "\n".join(lines)
-        return (f"KF_INLINE void {self.n}_acc_body({self.n}_state& s, int64_t r{params}) {{\n"
-                f"    (void)r;\n{body}\n    const float v = {source};\n    {self.red.update}\n}}\n\n"
+        second = "".join(f"    const float w{j} = {names[x.name]};\n" for j, x in enumerate(self.spec.extra))
+        gather = ""
+        if "SOURCE_AT(" in (self.spec.row or ""):  # the source's value at one reduced index (a class target)
+            gather = (f"template <typename index_t>\n"
+                      f"KF_INLINE float {self.n}_source_at(const {self.n}_args& A, const kf::RGeom& g, "
+                      f"const index_t* ob, index_t r) {{\n"
+                      f"{self._elem_offsets(used)}{self._loads(used)}{body}\n    return {source};\n}}\n\n")
+        return (gather + f"KF_INLINE void {self.n}_acc_body({self.n}_state& s, int64_t r{params}) {{\n"
+                f"    (void)r;\n{body}\n    const float v = {source};\n{second}    {self.red.update}\n}}\n\n"
                 f"template <typename index_t>\n"
                 f"KF_INLINE void {self.n}_accumulate(const {self.n}_args& A, const kf::RGeom& g, const index_t* ob, "
                 f"index_t r, {self.n}_state& s) {{\n"
@@ -1127,6 +1296,8 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
         fields += [f"    float v_{n.name};\n" for n in k.row_nodes]
         if k.index_node is not None:
             fields.append(f"    int64_t i_{k.index_node.name};\n")
+        if self.spec.row_weight is not None:
+            fields.append("    float weight;\n")
         if not fields:
             fields.append("    int unused;\n")
         return f"struct {self.n}_row {{\n{''.join(fields)}}};\n"
@@ -1134,6 +1305,9 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
     def _channel_refs(self, expr: str, at: str) -> str:
         for role, (node, kind) in self.spec.operands.items():
             i = self.slot[(node.name, kind)]
+            if kind == "index":  # an int64 value per row (a class target), read through the float view's offsets
+                expr = expr.replace("{" + role + "}", f"reinterpret_cast<const int64_t*>(A.v[{i}].data)[ob[{i}]]")
+                continue
             expr = expr.replace("{" + role + "@}", f"A.v[{i}].data[ob[{i}]{at}]")
             expr = expr.replace("{" + role + "}", f"A.v[{i}].data[ob[{i}]{at}]")
         return expr
@@ -1143,10 +1317,13 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
         lines = [f"    rv.{name} = {self._channel_refs(expr, '')};" for name, expr in spec.stats]
         names: dict[str, str] = {}
         if k.value_node is not None:
-            lines.append(f"    rv.v_{k.value_node.name} = {spec.row};")
+            row = self._channel_refs(spec.row, "").replace("SOURCE_AT(", f"{self.n}_source_at<index_t>(A, g, ob, ")
+            lines.append(f"    rv.v_{k.value_node.name} = {row};")
             names[k.value_node.name] = f"rv.v_{k.value_node.name}"
         if k.index_node is not None:
             lines.append(f"    rv.i_{k.index_node.name} = {spec.index};")
+        if spec.row_weight is not None:
+            lines.append(f"    rv.weight = {self._channel_refs(spec.row_weight, '')};")
         for n in k.row_nodes:
             for a in _node_args(n):
                 if isinstance(a, torch.fx.Node) and a.name not in names:
@@ -1156,14 +1333,17 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
             lines.append(f"    rv.v_{n.name} = {_render(n, names)};  // {n.target}")
             names[n.name] = f"rv.v_{n.name}"
         return (f"template <typename index_t>\n"
-                f"KF_INLINE {self.n}_row {self.n}_finish(const {self.n}_args& A, const {self.n}_state& s, kf_acc n, "
-                f"const index_t* ob) {{\n    {self.n}_row rv;\n    (void)n; (void)ob; (void)A;\n"
+                f"KF_INLINE {self.n}_row {self.n}_finish(const {self.n}_args& A, const kf::RGeom& g, "
+                f"const {self.n}_state& s, kf_acc n, const index_t* ob) {{\n    {self.n}_row rv;\n"
+                f"    (void)n; (void)ob; (void)A; (void)g;\n"
                 + "\n".join(lines) + "\n    return rv;\n}\n")
 
     def write_row(self) -> str:
         k = self.k
         lines = [f"    A.rowout[{j}][o] = rv.v_{n.name};" for j, n in enumerate(k.row_outputs)]
         lines += [f"    A.idxout[{j}][o] = rv.i_{n.name};" for j, n in enumerate(k.index_outputs)]
+        if self.spec.row_weight is not None:
+            lines.append(f"    A.rowout[{len(k.row_outputs)}][o] = rv.weight;")
         lines += [f"    {self._channel_refs(line, '')}" for line in self.spec.row_write]
         return (f"template <typename index_t>\n"
                 f"KF_INLINE void {self.n}_write_row(const {self.n}_args& A, const {self.n}_state& s, "
@@ -1197,7 +1377,7 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
         return f"// ---- {self.n}: {' -> '.join(self.k.ops)}\n" + "\n".join(parts)
 
     def decls(self) -> str:
-        nr, ni = len(self.k.row_outputs), len(self.k.index_outputs)
+        nr, ni = len(self.k.row_outputs) + (self.spec.row_weight is not None), len(self.k.index_outputs)
         return (f"struct {self.n}_args {{\n    kf::RView v[{self.nviews}];\n"
                 f"    float* rowout[{max(nr, 1)}];\n    int64_t* idxout[{max(ni, 1)}];\n}};\n")
 
@@ -1216,7 +1396,7 @@ void {n}_run(const {n}_args& A, const kf::RGeom& g) {{
         for (int64_t o = begin; o < end; ++o) {{
             {n}_row_offsets<int64_t>(A, g, o, ob);
             {n}_state s = {n}_init();
-{accumulate}            const {n}_row rv = {n}_finish<int64_t>(A, s, (kf_acc)g.rlen, ob);
+{accumulate}            const {n}_row rv = {n}_finish<int64_t>(A, g, s, (kf_acc)g.rlen, ob);
             {n}_write_row<int64_t>(A, s, rv, o, ob);
 {full}        }}
     }});
@@ -1297,7 +1477,7 @@ __global__ void {n}_rows({n}_args A, kf::RGeom g, int group, int splits, int sta
             if (lane == 0) ws[u] = s;
             continue;
         }}
-        const {n}_row rv = {n}_finish<index_t>(A, s, (kf_acc)g.rlen, ob);
+        const {n}_row rv = {n}_finish<index_t>(A, g, s, (kf_acc)g.rlen, ob);
         if (split == 0 && lane == 0) {n}_write_row<index_t>(A, s, rv, o, ob);
 {full_rows}    }}
 }}
@@ -1339,7 +1519,7 @@ __global__ void {n}_cols({n}_args A, kf::RGeom g, int splits, int stage, {n}_sta
             if (ty == 0) ws[(int64_t)o * splits + split] = s;
             continue;
         }}
-        const {n}_row rv = {n}_finish<index_t>(A, s, (kf_acc)g.rlen, ob);
+        const {n}_row rv = {n}_finish<index_t>(A, g, s, (kf_acc)g.rlen, ob);
         if (split == 0 && ty == 0) {n}_write_row<index_t>(A, s, rv, o, ob);
 {full_cols}    }}
 }}
@@ -1407,7 +1587,7 @@ void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms
         for i, (_, kind) in enumerate(k.operands):
             if kind == "full":
                 view = f"t{i}.expand(S)"
-            elif kind == "row":
+            elif kind in ("row", "index"):
                 view = f"kf::as_row(t{i}, S, dims, {keep})"
             else:
                 view = f"kf::as_channel(t{i}, S)"
@@ -1420,11 +1600,16 @@ void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms
         if k.row_outputs or k.index_outputs:
             lines.append(f"    const std::vector<int64_t> rshape = kf::row_shape(S, dims, {keep});")
         for j, node in enumerate(k.row_outputs):
-            lines.append(f"    at::Tensor r{j} = at::empty(rshape, opts);")
+            lines.append(f"    at::Tensor r{j} = at::empty(rshape, opts);"
+                         + ("  // the rows' values, summed below" if spec.total else ""))
+        if spec.row_weight is not None:
+            lines.append("    at::Tensor weights = at::empty(rshape, opts);  // each row's weight in the mean")
         for j, node in enumerate(k.index_outputs):
             lines.append(f"    at::Tensor i{j} = at::empty(rshape, opts.dtype(at::kLong));")
         lines += [f"    {n}_args A;", "    kf::RGeom g;", "    kf::reduce_geometry(views, view_dims, g, A.v);"]
         lines += [f"    A.rowout[{j}] = r{j}.data_ptr<float>();" for j in range(len(k.row_outputs))]
+        if spec.row_weight is not None:
+            lines.append(f"    A.rowout[{len(k.row_outputs)}] = weights.data_ptr<float>();")
         lines += [f"    A.idxout[{j}] = i{j}.data_ptr<int64_t>();" for j in range(len(k.index_outputs))]
         if target == "cuda":
             lines += [
@@ -1439,6 +1624,15 @@ void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms
             ]
         else:
             lines.append(f"    if (g.rows > 0) {n}_run(A, g);")
+        if spec.total is not None:
+            weights = "weights.data_ptr<float>()" if spec.row_weight is not None else "nullptr"
+            stream = ", c10::cuda::getCurrentCUDAStream()" if target == "cuda" else ""
+            lines += ["    at::Tensor total = at::empty({}, opts);",
+                      f"    kf::reduce_total(r0.data_ptr<float>(), {weights}, r0.numel(), "
+                      f"{'true' if spec.total == 'mean' else 'false'}, total.data_ptr<float>(){stream});"]
+            if target == "cuda":
+                lines.append("    C10_CUDA_KERNEL_LAUNCH_CHECK();")
+            lines.append("    r0 = total;")
         returned = [f"r{j}" for j in range(len(k.row_outputs))] + [f"i{j}" for j in range(len(k.index_outputs))] + outs
         lines.append(f"    return {{{', '.join(returned)}}};")
         return (f"\n// {n}: {' -> '.join(k.ops)}; outputs: {', '.join(o.name for o in k.outputs)}\n"
@@ -1473,8 +1667,15 @@ def render(kernels: list[ReduceKernel], target: str) -> ReduceSources:
         return ReduceSources("", "", "", "", "")
     code = "\n".join(helpers)
     runtime = REDUCE_DEVICE_RUNTIME if target == "cuda" else ""
+    host_runtime = REDUCE_HOST
+    if any(k.spec.total is not None for k in kernels):
+        if target == "cuda":
+            runtime += REDUCE_TOTAL_CUDA
+            host_runtime += REDUCE_TOTAL_CUDA_DECL
+        else:
+            host_runtime += REDUCE_TOTAL_CPU
     return ReduceSources(REDUCE_PRELUDE + code, REDUCE_DECLS + "".join(decls), runtime + "".join(device),
-                         REDUCE_HOST + "".join(host), code)
+                         host_runtime + "".join(host), code)
 
 
 def forward_lines(kernel: ReduceKernel, names: dict[str, str]) -> list[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from kfuse import roofline, wire
+from kfuse import gpulock, roofline, wire
 from kfuse.compare import compare_outputs, float64_chunks, leaves, same_bits
 from kfuse.problem import (L2Flush, ProblemError, build_reference, describe_exception, load_problem, make_inputs,
                            apply_precision, refill, release_cached_memory, rerandomise, strided, synchronize,
@@ -130,6 +130,21 @@ class Judgement:
         self.events = events
         self.device = torch.device(spec["device"])
         self.report: dict = {"trials": []}
+        self.gpu = gpulock.from_environment()  # other judges may share this GPU (kfuse bench --per-gpu)
+        self.alone = False                     # True: a problem too big to share the GPU's memory
+
+    def untimed(self):
+        """A section of untimed GPU work: shared with other judges' untimed work, unless the problem is big."""
+        return self.gpu.exclusive() if self.alone else self.gpu.shared()
+
+    def too_big_to_share(self) -> bool:
+        """Inputs so large that several judges' copies of them (clones, float64 truths: ~16x) might not fit."""
+        if self.device.type != "cuda" or isinstance(self.gpu, gpulock.NoLock):
+            return False
+        made = make_inputs(self.problem, self.spec["seed"], torch.device("meta"))
+        size = sum(t.numel() * t.element_size() for _, t in leaves(made) if isinstance(t, torch.Tensor))
+        sharers = max(1, int(os.environ.get(gpulock.SHARERS_ENV, "1")))
+        return 16 * size * sharers > torch.cuda.get_device_properties(self.device).total_memory
 
     def inputs(self, seed: int, layout: str = "contiguous") -> list:
         made = make_inputs(self.problem, seed, self.device)
@@ -226,25 +241,34 @@ class Judgement:
         s = self.spec
         base = s["seed"] + 999
         plan = TimingPlan(warmup=s["warmup"], min_trials=s["timing_trials"], min_seconds=s["min_seconds"])
-        self.events.stage("timing: warming up the candidate")
+        with self.untimed():
+            inputs = self.inputs(base)
+            flush = L2Flush(self.device)
+            models = {"eager": self.reference}
+            compile_s, errors = {}, {}
+            for mode in s["compile_modes"]:
+                self.events.stage(f"compiling the reference with torch.compile ({mode})")
+                compiled = torch.compile(copy.deepcopy(self.reference), mode=None if mode == "default" else mode)
+                began = time.perf_counter()
+                try:  # torch.compile failing is the reference's business: reported, and timing goes on without it
+                    with torch.no_grad():
+                        compiled(*inputs)
+                    synchronize(self.device)
+                except Exception as err:
+                    errors[f"compile:{mode}"] = describe_exception(err)
+                    continue
+                compile_s[f"compile:{mode}"] = time.perf_counter() - began
+                models[f"compile:{mode}"] = compiled
+        with self.gpu.exclusive():
+            ceilings = roofline.device_ceilings(self.device)  # measured once per device: a timing of its own
+            stats = self._timed_rounds(plan, base, inputs, models, flush)
+        timing = self._after_timing(stats, base, inputs, ceilings)
+        return {**timing, "compile_s": compile_s, "compile_errors": errors}
+
+    def _timed_rounds(self, plan: TimingPlan, base: int, inputs: list, models: dict, flush) -> dict:
+        """Warm-ups, then interleaved rounds: the only part of a judgement that needs the GPU to itself."""
+        self.events.stage("timing: warming up")
         self.candidate.request("time_setup", inputs_seed=base, warmup=plan.warmup)
-        inputs = self.inputs(base)
-        flush = L2Flush(self.device)
-        models = {"eager": self.reference}
-        compile_s, errors = {}, {}
-        for mode in s["compile_modes"]:
-            self.events.stage(f"compiling the reference with torch.compile ({mode})")
-            compiled = torch.compile(copy.deepcopy(self.reference), mode=None if mode == "default" else mode)
-            began = time.perf_counter()
-            try:  # torch.compile failing is the reference's business: reported, and timing goes on without it
-                with torch.no_grad():
-                    compiled(*inputs)
-                synchronize(self.device)
-            except Exception as err:
-                errors[f"compile:{mode}"] = describe_exception(err)
-                continue
-            compile_s[f"compile:{mode}"] = time.perf_counter() - began
-            models[f"compile:{mode}"] = compiled
         with torch.no_grad():
             for model in models.values():
                 for _ in range(plan.warmup):
@@ -258,32 +282,34 @@ class Judgement:
                     return time_one_call(lambda: model(*inputs), self.device, flush)[0]
             return one
 
-        last_round = [0]
+        self.last_round = 0
 
         def remote(round_: int) -> float:
-            last_round[0] = round_
+            self.last_round = round_
             return float(self.candidate.request("time_once", refill_seed=base + 1 + round_)["ms"])
 
         contenders = {"candidate": remote, **{name: local(model) for name, model in models.items()}}
         self.events.stage("timing (interleaved rounds)")
-        stats = time_interleaved(contenders, plan)
+        return time_interleaved(contenders, plan)
 
-        # The last timed call's output must be right too: a candidate that skips work while timed fails here.
-        self.events.stage("checking the output of the last timed call")
-        trial = {"problems": [], "comparisons": []}
-        self.notes = []
-        last = self.candidate.request("timed_output")["outputs"][0]
-        self.judge_output(trial, last, base + 1 + last_round[0], base)
-        if trial["problems"]:
-            raise Outcome("incorrect", *(f"the output of a timed call is wrong: {p}" for p in trial["problems"]))
+    def _after_timing(self, stats: dict, base: int, inputs: list, ceilings: dict) -> dict:
+        with self.untimed():
+            # The last timed call's output must be right too: a candidate that skips work while timed fails here.
+            self.events.stage("checking the output of the last timed call")
+            trial = {"problems": [], "comparisons": []}
+            self.notes = []
+            last = self.candidate.request("timed_output")["outputs"][0]
+            self.judge_output(trial, last, base + 1 + self.last_round, base)
+            if trial["problems"]:
+                raise Outcome("incorrect", *(f"the output of a timed call is wrong: {p}" for p in trial["problems"]))
 
-        self.events.stage("counting bytes and FLOPs")
-        with torch.no_grad():
-            out = self.reference(*inputs)
-            dtype = next((t.dtype for _, t in leaves(out) if isinstance(t, torch.Tensor)), torch.float32)
-            bound = roofline.floor(roofline.count_bytes(self.reference, inputs, out),
-                                   roofline.count_flops(self.reference, inputs),
-                                   roofline.device_ceilings(self.device), dtype)
+            self.events.stage("counting bytes and FLOPs")
+            with torch.no_grad():
+                out = self.reference(*inputs)
+                dtype = next((t.dtype for _, t in leaves(out) if isinstance(t, torch.Tensor)), torch.float32)
+                bound = roofline.floor(roofline.count_bytes(self.reference, inputs, out),
+                                       roofline.count_flops(self.reference, inputs),
+                                       ceilings, dtype)
         cand = stats["candidate"]["median_ms"]
         speedups = {f"vs_{name}": stats[name]["median_ms"] / cand if cand > 0 else float("inf")
                     for name in stats if name != "candidate"}
@@ -297,8 +323,7 @@ class Judgement:
             if ratio > 10:
                 flags.append(f"speedup {ratio:.1f}x {name.replace('_', ' ')} is above 10x: check what the "
                              f"candidate skips before trusting it")
-        return {"unit": "ms", "stats": stats, "speedups": speedups, "compile_s": compile_s,
-                "compile_errors": errors, "roofline": bound, "flags": flags,
+        return {"unit": "ms", "stats": stats, "speedups": speedups, "roofline": bound, "flags": flags,
                 "achieved_fraction_of_floor": bound["floor_ms"] / cand if cand > 0 else None}
 
     # -- the whole protocol ------------------------------------------------------------------------------------
@@ -306,22 +331,29 @@ class Judgement:
         self.events.stage("loading the problem")
         try:
             self.problem, init_inputs = load_problem(self.spec["problem"])
-            self.inputs(self.spec["seed"])  # validates get_inputs() before any build
-            self.reference = build_reference(self.problem, init_inputs, self.spec["seed"], self.device)
-            self.scales = weight_scales(self.reference)
+            self.alone = self.too_big_to_share()
+            with self.untimed():
+                self.inputs(self.spec["seed"])  # validates get_inputs() before any build
+                self.reference = build_reference(self.problem, init_inputs, self.spec["seed"], self.device)
+                self.scales = weight_scales(self.reference)
         except ProblemError as err:
             raise Outcome("usage", str(err)) from None
-        self.refuse_random_reference()
+        with self.untimed():
+            self.refuse_random_reference()
         self.candidate = CandidateProcess(self.device, self.events)
         try:
-            self.events.stage("building the candidate")
+            self.events.stage("building the candidate")  # CPU work: no GPU section
             built = self.candidate.request("setup", problem=self.spec["problem"], candidate=self.spec["candidate"],
                                            code=self.spec["candidate_code"], device=str(self.device),
                                            precision=self.spec.get("precision", "fp32"))
             self.report["build_s"] = built["build_s"]
-            self.events.stage("constructing the models")
-            self.candidate.request("construct", seed=self.spec["seed"])
-            return self.check_and_time()
+            with self.untimed():
+                self.events.stage("constructing the models")
+                self.candidate.request("construct", seed=self.spec["seed"])
+                self.check_trials()
+            if self.spec["time"]:
+                self.report["timing"] = self.time_models()
+            return self.report
         finally:
             self.candidate.close()
 
@@ -345,7 +377,7 @@ class Judgement:
         del outputs
         release_cached_memory(self.device)
 
-    def check_and_time(self) -> dict:
+    def check_trials(self) -> None:
         self.plan = trial_plan(self.spec["trials"])
         failed = None
         for index, kind in enumerate(self.plan):
@@ -362,9 +394,6 @@ class Judgement:
         if failed:
             what = TRIAL_KINDS[failed["kind"]]
             raise Outcome("incorrect", *(f"trial {failed['trial']} ({what}): {p}" for p in failed["problems"]))
-        if self.spec["time"]:
-            self.report["timing"] = self.time_models()
-        return self.report
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:

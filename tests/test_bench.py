@@ -165,6 +165,17 @@ def test_one_worker_per_visible_gpu(monkeypatch):
         worker_slots(BenchOptions(device="cuda"))
 
 
+def test_jobs_sharing_a_gpu_share_its_lock(monkeypatch, tmp_path):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,2")
+    slots = worker_slots(BenchOptions(device="cuda", per_gpu=3, out=tmp_path))
+    assert [s["CUDA_VISIBLE_DEVICES"] for s in slots] == ["0", "0", "0", "2", "2", "2"]
+    locks = {s["CUDA_VISIBLE_DEVICES"]: s["KFUSE_GPU_LOCK"] for s in slots}
+    assert len({s["KFUSE_GPU_LOCK"] for s in slots}) == 2 and locks["0"] != locks["2"]
+    assert all(s["KFUSE_GPU_SHARERS"] == "3" for s in slots)
+    with pytest.raises(UsageError, match="--per-gpu"):
+        worker_slots(BenchOptions(device="cuda", per_gpu=0))
+
+
 def test_each_local_worker_keeps_its_gpu(monkeypatch):
     """Jobs run side by side, one per slot, each with its slot's CUDA_VISIBLE_DEVICES (no GPU needed)."""
     seen, lock, active, on_gpu = [], threading.Lock(), [0, 0], {}
@@ -233,7 +244,7 @@ def test_optimize_statuses(optimize_run):
     assert [k["fuses"] for k in by_id["scale_relu"]["kernels"]] == [["aten.mul.Tensor", "aten.relu.default"]]
     assert (out / "candidates" / "scale_relu_new.py").exists()
     assert json.loads((out / "verdicts" / "scale_relu.json").read_text())["status"] == "correct"
-    assert data["judged"] == 3 and data["cached"] == 0
+    assert data["judged"] == 1 and data["cached"] == 0  # the unsupported two never reach a judge
     for name in ("broken_import", "plain_matmul", "scale_relu"):  # the terminal table names every problem
         assert name in done.stdout
 
@@ -252,13 +263,12 @@ def test_rerun_comes_from_the_cache(optimize_run):
     began = time.perf_counter()
     done = kfuse("bench", BENCH_PROBLEMS, "--device", "cpu", "--no-timing", "--out", out)
     assert done.returncode == 0, done.stderr
-    assert time.perf_counter() - began < 20
+    assert time.perf_counter() - began < 60  # optimizing again (seconds), judging nothing
     data = results(out)
-    assert data["judged"] == 0 and data["cached"] == 3
+    assert data["judged"] == 0 and data["cached"] == 1
     assert statuses(data) == EXPECTED_OPTIMIZE
-    assert all(p["cached"] for p in data["problems"])
-    # other options are other results: a new key, judged again (only the problem whose file changed here)
-    assert "0 judged now, 3 from the cache" in done.stderr
+    assert all(p["cached"] for p in data["problems"] if p["status"] != "unsupported")
+    assert "0 judged now, 1 from the cache" in done.stderr
 
 
 def test_timed_run_has_speedups(tmp_path):
@@ -409,8 +419,8 @@ def test_ray_local_cluster(tmp_path):
                  "--out", out, env={"RAY_USAGE_STATS_ENABLED": "0"})
     assert done.returncode == 0, done.stderr[-3000:]
     data = results(out)
-    assert statuses(data) == EXPECTED_OPTIMIZE and data["judged"] == 3
+    assert statuses(data) == EXPECTED_OPTIMIZE and data["judged"] == 1
     assert data["options"]["ray"] == "local"
     done = kfuse("bench", BENCH_PROBLEMS, "--device", "cpu", "--no-timing", "--ray", "local", "--workers", "2",
                  "--out", out, env={"RAY_USAGE_STATS_ENABLED": "0"})
-    assert done.returncode == 0 and results(out)["cached"] == 3
+    assert done.returncode == 0 and results(out)["cached"] == 1

@@ -50,6 +50,7 @@ def test_convolution_bias_moves_into_the_epilogue(tmp_path):
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 @pytest.mark.parametrize("problem", ["conv_div_leaky", "conv3d_bias_tanh", "broadcast_two_inputs", "activation_chain",
+                                     "losses_rowwise", "attention_odd_sizes", "pooling_mix", "scans_mix",
                                      "linear_scale_leaky"])
 def test_nvcc_compiles_the_kernels(problem, tmp_path):
     _, text = sources(problem, tmp_path)
@@ -61,7 +62,8 @@ def test_nvcc_compiles_the_kernels(problem, tmp_path):
 
 
 @pytest.mark.skipif(NVCC is None or cuda_include() is None, reason="CUDA toolkit headers not installed")
-@pytest.mark.parametrize("problem", ["conv3d_bias_tanh", "linear_scale_leaky"])
+@pytest.mark.parametrize("problem", ["conv3d_bias_tanh", "linear_scale_leaky", "losses_rowwise", "attention_odd_sizes",
+                                     "pooling_mix"])
 def test_host_side_compiles(problem, tmp_path):
     _, text = sources(problem, tmp_path)
     cpp = tmp_path / "host.cpp"

@@ -54,7 +54,7 @@ C_BOOL = _Tensor(2, as_bool=True)   # where's condition: PyTorch takes a bool te
 ULP = {
     "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 2, "log1p": 1, "sqrt": 1, "erf": 1, "sin": 1,
     "cos": 1, "tan": 1, "atan": 1, "atan2": 1, "pow": 1, "tanh": 2, "sigmoid": 2, "silu": 2, "log_sigmoid": 2,
-    "softplus": 2, "elu": 2, "selu": 2, "celu": 2, "gelu": 2, "mish": 4,
+    "softplus": 2, "elu": 2, "selu": 2, "celu": 2, "gelu": 2, "mish": 4, "xlogy": 1,
 }
 # PyTorch's CPU GELU does not call erf/tanh's accurate versions: its vectorised kernel uses ATen's own erf
 # approximation (up to 2.5e-7 * |x| off the exact GELU), and the tanh form cancels in 1 + tanh(inner) for x < -5,
@@ -207,6 +207,8 @@ CASES = [
     case(aten.tan.default, (A,)),
     case(aten.atan.default, (A,)),
     case(aten.atan2.default, (A, B)),
+    case(aten.xlogy.Tensor, (A, B)),
+    case(aten.xlogy.Scalar_Other, (A, 2.5)),
     *[case(aten.pow.Tensor_Scalar, (A, e), id=f"pow.Tensor_Scalar-{e}")
       for e in (2, 3, 0.5, -0.5, -1, -2, 0, 1, 2.0, 2.5, -1.5, 4, True)],
     case(aten.pow.Tensor_Tensor, (A, B)),

@@ -51,6 +51,29 @@ EXPECTED = {
     # the tuple forms a decomposition leaves, only the normalised tensor used
     "native_norms": ([["native_layer_norm", "relu"], ["native_group_norm", "mul"],
                       ["_native_batch_norm_legit_no_training", "sub"]], []),
+    # losses (kfuse/reduce.py): cross-entropy is one pass per row (online logsumexp, target logit gathered,
+    # ignore_index rows 0) and a deterministic final mean; cosine similarity reads both inputs once; KL batchmean
+    # divides by the run-time batch (a mean over per-sample sums)
+    "losses_rowwise": ([["cross_entropy_loss"], ["mul", "cross_entropy_loss"], ["cosine_similarity"],
+                        ["rsub", "mean"], ["abs", "add", "log", "abs", "mul", "xlogy", "sub", "sum"], ["mean"],
+                        ["mul", "sub", "exp", "mul", "sum"], ["mean"]], []),
+    # Huber and MSE decomposed at capture into pointwise ops and a reduction (Huber's `where` mask fuses as a bool
+    # interior value); the triplet loss reads its three inputs once (both distances) and means the rows after
+    "losses_pointwise": ([["sub", "abs", "lt", "pow", "mul", "div", "sub", "where", "mean"],
+                          ["triplet_margin_loss"], ["sub", "pow", "sum"], ["triplet_margin_loss"]],
+                         ["slice", "slice", "slice"]),
+    # kfuse/attention.py: plain and causal with an explicit scale, odd sequence lengths and head dims
+    "attention_odd_sizes": ([["scaled_dot_product_attention"], ["scaled_dot_product_attention"]], []),
+    # pooling and scans (kfuse/window.py): producers computed per window element, consumers before the write;
+    # the global average pool is a mean (a reduction), the general adaptive one a pooling kernel; a convolution's
+    # bias moves into the pool's kernel
+    "pooling_mix": ([["tanh", "mul", "max_pool2d", "sigmoid"], ["avg_pool3d"], ["avg_pool2d", "sub"],
+                     ["max_pool1d_with_indices"], ["adaptive_avg_pool2d"], ["mul", "adaptive_avg_pool2d"],
+                     ["bias_of_conv2d", "sub", "tanh", "avg_pool2d"], ["bias_of_conv2d_1", "max_pool2d"]],
+                    ["flatten", "conv2d", "conv2d"]),
+    # the reverse scan's two flips are one backward scan; the bool mask is read as 0/1 inside the kernel
+    "scans_mix": ([["mul", "add", "cumsum"], ["flip", "cumsum", "flip"], ["mul", "cumsum"], ["cumsum", "sub"],
+                   ["sigmoid", "cumprod"]], []),
     # the in-place add splits the kernels: sigmoid must read x before the add writes it
     "kernelbench_style": ([["sigmoid"], ["mul", "mul"]], ["add_"]),
 }
@@ -132,7 +155,7 @@ def test_unsupported_problem_is_a_clear_error(tmp_path):
 def test_nothing_to_fuse_is_a_clear_error(tmp_path):
     problem = tmp_path / "p.py"
     problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n"
-                       "        super().__init__()\n    def forward(self, x):\n        return torch.cumsum(x, -1)\n"
+                       "        super().__init__()\n    def forward(self, x):\n        return torch.sort(x, -1)[0]\n"
                        "def get_inputs():\n    return [torch.rand(3, 4)]\ndef get_init_inputs():\n    return []\n")
     done = subprocess.run([sys.executable, "-m", "kfuse", "optimize", str(problem), "--device", "cpu", "--no-check"],
                           capture_output=True, text=True, timeout=300)

@@ -1,0 +1,83 @@
+"""Several judges on one GPU, with timing kept honest: a readers-writer lock between processes.
+
+`kfuse bench --per-gpu N` runs N jobs on each GPU, so that one job's builds and torch.compile (CPU work) overlap
+another's GPU work. A timed region must still have the GPU to itself, so the judge's worker holds this lock:
+- shared while it runs anything on the GPU that is not timed (references, trials, float64 truths, torch.compile's
+  first call), so several such phases overlap;
+- exclusive while it times, so nothing else runs on the GPU then.
+Builds and captures take no lock: they never touch the GPU.
+
+The lock is two `flock`ed files. A new holder, shared or exclusive, first passes a gate (the `.gate` file, held
+exclusively for the moment it takes to enter); a process waiting for the exclusive lock waits holding the gate,
+so no new shared holder slips in ahead of it and timing is never starved. A process that dies releases its locks
+with its file descriptors. Without `KFUSE_GPU_LOCK` in the environment (one job per GPU, or `kfuse check`) every
+section is a no-op.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+
+ENV = "KFUSE_GPU_LOCK"
+SHARERS_ENV = "KFUSE_GPU_SHARERS"  # how many judges share the GPU (sizes the memory rule)
+
+
+class GpuLock:
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._data = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._gate = os.open(self.path.with_name(self.path.name + ".gate"), os.O_RDWR | os.O_CREAT, 0o644)
+        self._held: int | None = None   # fcntl.LOCK_SH or LOCK_EX while inside a section
+
+    @contextlib.contextmanager
+    def _section(self, mode: int):
+        if self._held is not None:  # nested: the outer section already holds at least what is needed
+            if mode == fcntl.LOCK_EX and self._held != fcntl.LOCK_EX:
+                raise RuntimeError("cannot take the GPU exclusively inside a shared section")
+            yield
+            return
+        fcntl.flock(self._gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._data, mode)
+        finally:
+            fcntl.flock(self._gate, fcntl.LOCK_UN)
+        self._held = mode
+        try:
+            yield
+        finally:
+            self._held = None
+            fcntl.flock(self._data, fcntl.LOCK_UN)
+
+    def shared(self):
+        """Untimed GPU work: may overlap other processes' untimed GPU work, never their timing."""
+        return self._section(fcntl.LOCK_SH)
+
+    def exclusive(self):
+        """Timing: the GPU to this process alone."""
+        return self._section(fcntl.LOCK_EX)
+
+    def close(self) -> None:
+        os.close(self._data)
+        os.close(self._gate)
+
+
+class NoLock:
+    """One job per GPU: nothing to coordinate."""
+
+    def shared(self):
+        return contextlib.nullcontext()
+
+    def exclusive(self):
+        return contextlib.nullcontext()
+
+    def close(self) -> None:
+        return None
+
+
+def from_environment() -> GpuLock | NoLock:
+    path = os.environ.get(ENV)
+    return GpuLock(path) if path else NoLock()

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One device call's share of a long `kfuse bench` run: bench until SECONDS are up (then Ctrl-C: what finished stays
+# in the cache), and pack the state so the next call, on this machine or a fresh one, goes on from there.
+#
+#   scripts/gpu_bench.sh STATE SECONDS PER_GPU [PATHS...]     (on the device, from the repo root)
+#
+# STATE/out is the bench's --out folder (carry STATE to the next call); the packed copy is $OUT/state.tgz and
+# the report files are also copied to $OUT/ (results.json, report.html, *.png).
+set -uo pipefail
+state=$1 seconds=$2 per_gpu=$3
+shift 3
+[ $# -gt 0 ] || set -- suite/level1 suite/level2
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/kfuse-ext}
+mkdir -p "$state"
+timeout -s INT -k 60 "$seconds" python3 -m kfuse bench "$@" --out "$state/out" \
+    --per-gpu "$per_gpu" --min-seconds 0.5 2>&1 | tail -n 150
+status=${PIPESTATUS[0]}
+rm -rf "$state/out/locks"
+tar czf "${OUT:-/tmp}/state.tgz" "$state"
+cp "$state"/out/{results.json,report.html} "${OUT:-/tmp}/" 2>/dev/null
+echo "bench exit $status; state packed ($(du -sh "${OUT:-/tmp}/state.tgz" | cut -f1))"

@@ -1,0 +1,73 @@
+"""The lock that lets several judges share a GPU: timing excludes everything, untimed work overlaps."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kfuse.gpulock import GpuLock, NoLock, from_environment
+
+HOLDER = """
+import sys, time
+from kfuse.gpulock import GpuLock
+path, mode, seconds, log = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+with getattr(GpuLock(path), mode)():
+    open(log, "a").write(f"{mode} in {time.monotonic()}\\n")
+    time.sleep(seconds)
+    open(log, "a").write(f"{mode} out {time.monotonic()}\\n")
+"""
+
+
+def start(path: Path, mode: str, seconds: float, log: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", HOLDER, str(path), mode, str(seconds), str(log)],
+                            cwd=Path(__file__).parent.parent)
+
+
+def wait_for_line(log: Path, count: int) -> None:
+    deadline = time.monotonic() + 60
+    while (not log.exists() or len(log.read_text().splitlines()) < count) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def order(log: Path) -> list[tuple[str, str]]:
+    events = [line.split() for line in log.read_text().splitlines()]
+    return [(mode, what) for mode, what, _ in sorted(events, key=lambda e: float(e[2]))]
+
+
+def test_shared_sections_overlap(tmp_path):
+    log, path = tmp_path / "log", tmp_path / "gpu0.lock"
+    procs = [start(path, "shared", 1.5, log) for _ in range(2)]
+    for p in procs:
+        assert p.wait(60) == 0
+    assert order(log) == [("shared", "in"), ("shared", "in"), ("shared", "out"), ("shared", "out")]
+
+
+def test_exclusive_waits_for_shared_and_blocks_new_shared(tmp_path):
+    log, path = tmp_path / "log", tmp_path / "gpu0.lock"
+    procs = [start(path, "shared", 1.5, log)]
+    wait_for_line(log, 1)
+    procs.append(start(path, "exclusive", 0.5, log))
+    time.sleep(0.8)  # the writer now waits at the data lock, holding the gate
+    procs.append(start(path, "shared", 0.1, log))
+    for p in procs:
+        assert p.wait(60) == 0
+    # the writer runs alone, after the first reader left and before the late reader (no starvation)
+    assert order(log) == [("shared", "in"), ("shared", "out"), ("exclusive", "in"), ("exclusive", "out"),
+                          ("shared", "in"), ("shared", "out")]
+
+
+def test_sections_nest_and_no_lock_without_the_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv("KFUSE_GPU_LOCK", raising=False)
+    assert isinstance(from_environment(), NoLock)
+    monkeypatch.setenv("KFUSE_GPU_LOCK", str(tmp_path / "locks" / "gpu0.lock"))
+    lock = from_environment()
+    assert isinstance(lock, GpuLock)
+    with lock.exclusive():
+        with lock.exclusive():  # nested sections reuse what the outer one holds
+            pass
+    with lock.shared(), pytest.raises(RuntimeError):
+        with lock.exclusive():
+            pass
+    lock.close()
