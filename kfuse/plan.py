@@ -95,6 +95,12 @@ class Plan:
         return [s for s in self.steps if isinstance(s, LibraryCall)]
 
     @property
+    def gemms(self) -> list:
+        """kfuse's own GEMM steps (kfuse.gemm.GemmStep), each with its fused epilogue."""
+        from kfuse.gemm import GemmStep
+        return [s for s in self.steps if isinstance(s, GemmStep)]
+
+    @property
     def attentions(self) -> list:
         """Fused attention kernels (kfuse.attention.AttentionKernel)."""
         from kfuse.attention import AttentionKernel
@@ -217,6 +223,8 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
     for kernel in steps:
         if isinstance(kernel, window.WindowKernel):
             kernel.name = _unique(window.kernel_name(kernel), names)
+    from kfuse import gemm  # fp32 GEMMs on kfuse's template, with the kernel after them as epilogue (kfuse/gemm.py)
+    steps = gemm.fuse_gemms(steps, names)
     return Plan(steps)
 
 
