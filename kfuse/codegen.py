@@ -14,6 +14,7 @@ import torch
 
 from kfuse import attention, ops
 from kfuse import conv as convolutions
+from kfuse import gemm as gemms
 from kfuse import reduce as reductions
 from kfuse import window as windows
 from kfuse.capture import Captured
@@ -599,6 +600,8 @@ def _forward(captured: Captured, plan: Plan, names: dict[str, str], target: str)
             body.append(attention.forward_line(step, names))
         elif isinstance(step, windows.WindowKernel):
             body.extend(windows.forward_lines(step, names))
+        elif isinstance(step, gemms.GemmStep):
+            body.extend(gemms.forward_lines(step, names))
         elif isinstance(step, convolutions.ConvKernel):
             body.extend(convolutions.forward_lines(step, names))
         else:
@@ -633,6 +636,7 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     red = reductions.render(plan.reductions, target)
     att = attention.render(plan.attentions, target)
     win = windows.render(plan.windows, target)
+    gm = gemms.render(plan.gemms, target)
     conv = convolutions.render(plan.convolutions, target)
     if target == "cuda":
         launches = "".join(f"void {k.name}_launch(const kf::Operand* o, const kf::Shape& shape, float* out, "
@@ -641,27 +645,28 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
                             f"float* out, bool small_index, cudaStream_t stream);\n"
                             for k in plan.kernels if k.channels_last_input)
         cuda = ("#include <cuda_runtime.h>\n#include <algorithm>\n" + COMMON + conv.common
-                + prelude_for(kernel_functions + red.expressions + win.expressions + conv.functions)
+                + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions + conv.functions)
                 + kernel_functions + conv.functions
                 + "".join(_cuda_kernels(k) + (_channels_last_kernel(k) if k.channels_last_input else "")
                           for k in plan.kernels)
                 + red.decls + red.helpers + red.device + att.decls + att.device
-                + win.decls + win.helpers + win.device + conv.device)
+                + win.decls + win.helpers + win.device + gm.decls + gm.device + conv.device)
         cpp = (HOST_HEADERS + CUDA_HOST_HEADERS + COMMON + conv.common + HOST_RUNTIME + CUDA_HOST_RUNTIME + launches
-               + host_wrappers + red.decls + red.host + att.decls + att.host + win.decls + win.host + conv.host
-               + forward)
+               + host_wrappers + red.decls + red.host + att.decls + att.host + win.decls + win.host + gm.decls + gm.host
+               + conv.host + forward)
     else:
         cuda = None
         cpp = (HOST_HEADERS + "#include <ATen/Parallel.h>\n" + COMMON + conv.common
-               + prelude_for(kernel_functions + red.expressions + win.expressions + conv.functions)
+               + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions + conv.functions)
                + HOST_RUNTIME
                + kernel_functions + conv.functions + "".join(_cpu_kernel(k) for k in plan.kernels) + host_wrappers
                + red.decls + red.helpers + red.device + red.host + att.decls + att.host
-               + win.decls + win.helpers + win.device + win.host + conv.device + conv.host + forward)
+               + win.decls + win.helpers + win.device + win.host + gm.decls + gm.device + gm.host + conv.device
+               + conv.host + forward)
     kernels = [{"name": k.name, "fuses": k.ops, "in_place_into": k.write_into,
                 "reads_channels_last": k.channels_last_input} for k in plan.kernels]
     kernels += [{"name": k.name, "fuses": k.ops, "in_place_into": None, "reads_channels_last": None}
-                for k in plan.reductions + plan.attentions + plan.windows + plan.convolutions]
+                for k in plan.reductions + plan.attentions + plan.windows + plan.gemms + plan.convolutions]
     kernels.sort(key=lambda k: _step_index(plan, k["name"]))
     library = [c.op for c in plan.library_calls]
     unfused = [{"op": c.op, "node": c.node.name,

@@ -56,7 +56,8 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
     except CaptureError as err:
         raise UsageError(str(err)) from None
     steps = plan(captured.graph, device, precision)
-    if not (steps.kernels or steps.reductions or steps.attentions or steps.windows or steps.convolutions):
+    if not (steps.kernels or steps.reductions or steps.attentions or steps.windows or steps.gemms
+            or steps.convolutions):
         ops = ", ".join(sorted({c.op for c in steps.library_calls})) or "none"
         raise UsageError(f"kfuse has no kernel for anything in {problem_path.name} yet (ops: {ops}); a file of "
                          f"library calls alone would not be a custom kernel")

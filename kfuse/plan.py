@@ -95,6 +95,12 @@ class Plan:
         return [s for s in self.steps if isinstance(s, LibraryCall)]
 
     @property
+    def gemms(self) -> list:
+        """kfuse's own GEMM steps (kfuse.gemm.GemmStep), each with its fused epilogue."""
+        from kfuse.gemm import GemmStep
+        return [s for s in self.steps if isinstance(s, GemmStep)]
+
+    @property
     def convolutions(self) -> list:
         """Convolution kernels with their epilogues (kfuse.conv.ConvKernel)."""
         from kfuse.conv import ConvKernel
@@ -223,6 +229,8 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
     for kernel in steps:
         if isinstance(kernel, window.WindowKernel):
             kernel.name = _unique(window.kernel_name(kernel), names)
+    from kfuse import gemm  # fp32 GEMMs on kfuse's template, with the kernel after them as epilogue (kfuse/gemm.py)
+    steps = gemm.fuse_gemms(steps, names)
     from kfuse import conv  # convolutions become kfuse kernels with their epilogue (kfuse/conv.py)
     steps = conv.fuse_convolutions(steps, names, _unique, target)
     return Plan(steps)

@@ -44,6 +44,8 @@ def main() -> int:
     parser.add_argument("--no-timing", action="store_true")
     parser.add_argument("--serial-builds", action="store_true", help="cold-build one file at a time")
     parser.add_argument("--keep-emitted", action="store_true", help="write the ModelNew files under --out/emitted")
+    parser.add_argument("--compile-modes", default="default", help="torch.compile modes to time, or none")
+    parser.add_argument("--no-warm", action="store_true", help="skip the warm-import timing (saves device time)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
@@ -59,7 +61,7 @@ def main() -> int:
     else:
         with ThreadPoolExecutor(max_workers=min(8, len(problems))) as pool:
             cold = dict(zip(emitted, pool.map(import_seconds, [e.path for e in emitted.values()])))
-    warm = {name: import_seconds(e.path) for name, e in emitted.items()}
+    warm = {name: (0.0, 0, "") if args.no_warm else import_seconds(e.path) for name, e in emitted.items()}
     began = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import torch"], check=True)
     import_torch_s = time.perf_counter() - began
@@ -73,7 +75,8 @@ def main() -> int:
     rows = []
     for problem in problems:
         name = problem.stem
-        options = CheckOptions(device="cuda", timeout=600, compile_modes=["default"], min_seconds=1.0,
+        modes = [] if args.compile_modes == "none" else args.compile_modes.split(",")
+        options = CheckOptions(device="cuda", timeout=600, compile_modes=modes, min_seconds=1.0,
                                time=not args.no_timing)
         verdict = check(problem, emitted[name].path, options)
         timing = verdict.get("timing") or {}

@@ -69,7 +69,7 @@ def test_bare_convolutions_are_kernels_on_cuda(tmp_path):
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 @pytest.mark.parametrize("problem", ["conv_div_leaky", "conv3d_bias_tanh", "conv2d_strided_grouped",
                                      "broadcast_two_inputs", "activation_chain", "losses_rowwise",
-                                     "attention_odd_sizes", "pooling_mix", "scans_mix"])
+                                     "attention_odd_sizes", "pooling_mix", "scans_mix", "linear_scale_leaky"])
 def test_nvcc_compiles_the_kernels(problem, tmp_path):
     _, text = sources(problem, tmp_path)
     cu = tmp_path / "kernels.cu"
@@ -114,3 +114,45 @@ def test_host_side_compiles(problem, tmp_path):
     done = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", str(cpp), *includes],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def gemm_steps(problem: Path, device: str = "cuda"):
+    import torch
+
+    from kfuse.capture import capture
+    from kfuse.plan import plan
+    from kfuse.problem import build_reference, load_problem, make_inputs
+
+    module, init_inputs = load_problem(str(problem))
+    meta = torch.device("meta")
+    captured = capture(build_reference(module, init_inputs, seed=0, device=meta),
+                       make_inputs(module, seed=0, device=meta))
+    return plan(captured.graph, device).gemms
+
+
+SUITE = Path(__file__).parent.parent / "suite"
+
+
+def test_gemm_planner_picks_layouts_split_k_and_gemv():
+    """Frozen choices from the captured shapes (meta tensors: nothing is allocated)."""
+    (seed,) = gemm_steps(SUITE / "seeds" / "linear_scale_leaky_relu.py")
+    assert seed.name == "gemm_linear_mul_leaky_relu" and seed.b_transposed and seed.b_k_contiguous
+    assert seed.a_k_contiguous and not seed.split_k and not seed.gemv
+    (transposed_a,) = gemm_steps(SUITE / "level1" / "10_Matmul_with_transposed_A.py")
+    assert transposed_a.a_transposed and not transposed_a.a_k_contiguous  # A^T read in place, M-contiguous
+    assert [str(n.target) for n in transposed_a.absorbed] == ["aten.numpy_T.default"]
+    (large_k,) = gemm_steps(SUITE / "level1" / "5_Matmul_with_large_K.py")
+    assert large_k.split_k  # 512x512: 16 tiles for 132 SMs
+    (matvec,) = gemm_steps(SUITE / "level1" / "4_Matrix_vector_multiplication.py")
+    assert matvec.gemv and matvec.name == "gemv_matmul"
+    (batched,) = gemm_steps(SUITE / "level2" / "28_BMM_BiasAdd_Softmax_Scaling.py")
+    assert batched.batched and batched.epilogue is None  # the softmax after it is a reduction kernel
+
+
+def test_gemm_split_k_and_gemv_sources(tmp_path):
+    """The split-K and GEMV paths are printed only where the plan asked for them."""
+    result = optimize(SUITE / "level1" / "5_Matmul_with_large_K.py", tmp_path / "k.py", "cuda")
+    assert "kf_gemm::launch<128, 128, 64, 2, 4, 3, true, false, 1, true>" in result.path.read_text()
+    result = optimize(SUITE / "level1" / "4_Matrix_vector_multiplication.py", tmp_path / "v.py", "cuda")
+    text = result.path.read_text()
+    assert "kf_gemm::launch_gemv(p, e, sms, stream)" in text and "kf_gemm::launch<" not in text

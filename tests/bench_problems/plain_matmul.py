@@ -3,7 +3,7 @@ import torch.nn as nn
 
 
 class Model(nn.Module):
-    """A single matmul: nothing to fuse, so kfuse optimize declines it."""
+    """A row vector times a matrix: it stays on cuBLAS, nothing to fuse, so kfuse optimize declines it."""
 
     def __init__(self):
         super().__init__()
@@ -13,7 +13,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(16, 24), torch.randn(24, 8)]
+    return [torch.randn(1, 24), torch.randn(24, 8)]
 
 
 def get_init_inputs():

@@ -1,0 +1,444 @@
+"""The CUDA GEMM template: fp32-faithful matrix products on tensor cores (3xTF32), with a fused epilogue.
+
+Every fp32 operand x is split into two TF32 numbers, big = tf32(x) and small = tf32(x - big), and each product
+a*b is taken as a_small*b_big + a_big*b_small + a_big*b_big (the small terms first, so they are not lost against
+the big one) with `mma.sync.aligned.m16n8k8` TF32 MMAs accumulating in fp32. The dropped a_small*b_small term and
+the rounding of the small parts are ~2^-22 relative: the result stays near fp32 accuracy (DESIGN.md §5), at three
+tensor-core MMAs per product instead of one fp32 FMA on the SIMT units.
+
+Structure (one C++ template, the tile shape as named template parameters):
+- a block computes a BM x BN tile of one batch's output; WARPS_M x WARPS_N warps each own a (BM/WARPS_M) x
+  (BN/WARPS_N) piece of it, as 16x8 MMA tiles;
+- K advances in steps of BK through a STAGES-deep ring of shared-memory tiles filled with `cp.async` (the copy of
+  the tile STAGES-1 steps ahead is in flight while the current one is multiplied);
+- each operand is seen as rows x K (A: rows = M; B: rows = N, i.e. read transposed) with any batch/row/k strides,
+  so transposed operands are read in place. Its shared tile keeps the global layout (K-contiguous: [rows][BK+4],
+  or rows-contiguous: [BK][rows+8]); the padding puts the 32 values a warp reads for one fragment in 32 banks;
+- VEC = 4: the aligned fast path (16-byte copies; the contiguous extent a multiple of 4, 16-byte aligned);
+  VEC = 1: the guarded general path (4-byte copies, any strides and sizes). Both zero-fill outside the matrix;
+- the epilogue is a functor `float operator()(float value, int64_t index)` applied in registers to each output
+  element (its flat index in the contiguous [batch][M][N] output) before the one write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GEMM_DECLS = r"""
+namespace kf_gemm {
+// One operand of a batched product seen as rows x K: element (l, r, k) is data[l*batch_stride + r*row_stride +
+// k*k_stride]. A has rows = M; B has rows = N (B read transposed: (N, K)), so both load the same way.
+struct Matrix {
+    const float* data;
+    int64_t batch_stride, row_stride, k_stride;
+};
+// out[l][m][n] = epilogue(sum_k A(l, m, k) * B(l, n, k)), out contiguous.
+struct Problem {
+    int64_t batch, M, N, K;
+    Matrix a, b;
+    float* out;
+};
+}  // namespace kf_gemm
+"""
+
+GEMM_TEMPLATE = r"""
+namespace kf_gemm {
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Asynchronous global -> shared copy of BYTES bytes; zero-filled when `inside` is false (nothing is read then).
+template <int BYTES>
+__device__ __forceinline__ void copy_async(float* dst, const float* src, bool inside) {
+    const int size = inside ? BYTES : 0;
+    if constexpr (BYTES == 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(shared_address(dst)), "l"(src), "r"(size));
+    } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
+                     :: "r"(shared_address(dst)), "l"(src), "n"(BYTES), "r"(size));
+    }
+}
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int PENDING>
+__device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING)); }
+
+// x = big + small exactly: big keeps the top 10 significand bits (a TF32 number), small the rest. The MMA reads
+// small truncated to TF32 (its low 13 bits ignored, as CUTLASS's fast 3xTF32 does): a relative error under
+// 2^-20 of x that scales with the product itself. Two full-rate instructions; cvt.rna costs more issue slots.
+__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
+    big = __float_as_uint(x) & 0xffffe000u;
+    small = __float_as_uint(x - __uint_as_float(big));
+}
+
+// c += a * b on one 16x8x8 tile (a: 16x8 row-major fragment, b: 8x8 column fragment), fp32 accumulation.
+__device__ __forceinline__ void mma_tf32(float* c, const uint32_t* a, const uint32_t* b) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// d = a * b (no accumulator input): starts a partial sum.
+__device__ __forceinline__ void mma_tf32_first(float* d, const uint32_t* a, const uint32_t* b) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
+}
+
+// Four 8x4 fp32 matrices (rows of 16 bytes, one address per lane) into the MMA fragment layout: thread T gets
+// row T/4, column T%4 of each, which is what the 16x8 A fragment (and two 8x8 B fragments) want.
+__device__ __forceinline__ void load_matrix_x4(uint32_t* r, const float* row_address) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(shared_address(row_address)));
+}
+
+// A ROWS x BK shared tile laid out as the operand is in global memory.
+template <int ROWS, int BK, bool K_CONTIGUOUS>
+struct Tile {
+    static constexpr int LD = K_CONTIGUOUS ? BK + 4 : ROWS + 8;
+    static constexpr int SIZE = K_CONTIGUOUS ? ROWS * LD : BK * LD;
+    __device__ __forceinline__ static int at(int row, int k) { return K_CONTIGUOUS ? row * LD + k : k * LD + row; }
+};
+
+// Copies rows [row0, row0 + ROWS) x k [k0, k0 + BK) of `m` into a tile, VEC elements per copy along the
+// contiguous dimension; elements outside rows x K become zeros (they then add nothing to the products).
+template <int ROWS, int BK, bool K_CONTIGUOUS, int VEC, int THREADS>
+__device__ __forceinline__ void load_tile(float* tile, const Matrix& m, int64_t batch, int64_t row0, int64_t rows,
+                                          int64_t k0, int64_t K, int tid) {
+    using T = Tile<ROWS, BK, K_CONTIGUOUS>;
+    constexpr int PER_LINE = (K_CONTIGUOUS ? BK : ROWS) / VEC;
+    constexpr int COPIES = PER_LINE * (K_CONTIGUOUS ? ROWS : BK);
+    static_assert(COPIES % THREADS == 0, "tile copies must divide evenly among the threads");
+    const float* base = m.data + batch * m.batch_stride;
+#pragma unroll
+    for (int i = 0; i < COPIES / THREADS; ++i) {
+        const int c = tid + i * THREADS;
+        const int line = c / PER_LINE, pos = (c % PER_LINE) * VEC;
+        const int row = K_CONTIGUOUS ? line : pos, k = K_CONTIGUOUS ? pos : line;
+        const int64_t r = row0 + row, kk = k0 + k;
+        const bool inside = r < rows && kk < K;  // VEC > 1: the host checked the contiguous extent % VEC == 0
+        const float* src = inside ? base + r * m.row_stride + kk * m.k_stride : m.data;
+        copy_async<VEC * 4>(tile + T::at(row, k), src, inside);
+    }
+}
+
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool A_K_CONTIGUOUS, bool B_K_CONTIGUOUS>
+struct Config {
+    static constexpr int THREADS = WARPS_M * WARPS_N * 32;
+    using TileA = Tile<BM, BK, A_K_CONTIGUOUS>;
+    using TileB = Tile<BN, BK, B_K_CONTIGUOUS>;
+    static constexpr int SMEM_BYTES = STAGES * (TileA::SIZE + TileB::SIZE) * 4;
+};
+
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool A_K_CONTIGUOUS, bool B_K_CONTIGUOUS,
+          int VEC, int MIN_BLOCKS, class Epilogue>
+__global__ void __launch_bounds__(WARPS_M * WARPS_N * 32, MIN_BLOCKS)
+gemm_3xtf32(const Problem p, const Epilogue epilogue) {
+    using C = Config<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS>;
+    using TA = typename C::TileA;
+    using TB = typename C::TileB;
+    constexpr int THREADS = C::THREADS;
+    constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N;  // the warp's piece of the tile
+    constexpr int MT = WTM / 16, NT = WTN / 8;              // its 16x8 MMA tiles
+    static_assert(WTM % 16 == 0 && WTN % 8 == 0 && BK % 8 == 0, "warp tiles are made of 16x8x8 MMAs");
+
+    extern __shared__ float4 shared_words[];
+    float* const tiles_a = reinterpret_cast<float*>(shared_words);
+    float* const tiles_b = tiles_a + STAGES * TA::SIZE;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N;
+    const int group = lane >> 2, quad = lane & 3;  // the MMA fragment coordinates of this lane
+    const int64_t k_tiles = (p.K + BK - 1) / BK;
+    const int64_t n_tiles = (p.N + BN - 1) / BN;
+
+    // blockIdx.x walks M fastest: the blocks running together share B's columns (read once from DRAM) and
+    // A's rows (the smaller operand in the problems this targets); grid-stride loops cover any grid limit.
+    for (int64_t batch = blockIdx.z; batch < p.batch; batch += gridDim.z) {
+    for (int64_t tile_n = blockIdx.y; tile_n < n_tiles; tile_n += gridDim.y) {
+        const int64_t m0 = (int64_t)blockIdx.x * BM, n0 = tile_n * BN;
+        float acc[MT][NT][4];
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+        auto load_stage = [&](int stage, int64_t kt) {
+            load_tile<BM, BK, A_K_CONTIGUOUS, VEC, THREADS>(tiles_a + stage * TA::SIZE, p.a, batch, m0, p.M, kt * BK, p.K, tid);
+            load_tile<BN, BK, B_K_CONTIGUOUS, VEC, THREADS>(tiles_b + stage * TB::SIZE, p.b, batch, n0, p.N, kt * BK, p.K, tid);
+        };
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < k_tiles) load_stage(s, s);
+            copy_commit();
+        }
+        // The tensor cores round the accumulator toward zero: summed over all of K that bias grows with K (2e-4
+        // on the seed, 14x cuBLAS's error). Each K tile is summed in a fresh `part`, added to `acc` in round-to-
+        // nearest fp32: the truncation then acts on small partial sums only.
+        float part[MT][NT][4];
+        for (int64_t kt = 0; kt < k_tiles; ++kt) {
+            copy_wait<STAGES - 2>();  // tile kt has landed
+            __syncthreads();          // ... for every thread, and everyone is done with the stage refilled next
+            const int64_t ahead = kt + STAGES - 1;
+            if (ahead < k_tiles) load_stage((int)(ahead % STAGES), ahead);
+            copy_commit();
+            const float* a = tiles_a + (kt % STAGES) * TA::SIZE;
+            const float* b = tiles_b + (kt % STAGES) * TB::SIZE;
+            // fragments of the next 8-wide K step load while this step's MMAs run (two register sets)
+            auto load_fragments = [&](uint32_t (&a_raw)[MT][4], uint32_t (&b_raw)[NT][2], int kk) {
+#pragma unroll
+                for (int i = 0; i < MT; ++i) {
+                    const int r = warp_m * WTM + i * 16 + group;
+                    if constexpr (A_K_CONTIGUOUS) {  // lane l addresses row (l & 15), columns 4 * (l >> 4) ...
+                        const int row = warp_m * WTM + i * 16 + (lane & 15);
+                        load_matrix_x4(a_raw[i], a + TA::at(row, kk + (lane >> 4) * 4));
+                    } else {
+                        a_raw[i][0] = __float_as_uint(a[TA::at(r, kk + quad)]);
+                        a_raw[i][1] = __float_as_uint(a[TA::at(r + 8, kk + quad)]);
+                        a_raw[i][2] = __float_as_uint(a[TA::at(r, kk + quad + 4)]);
+                        a_raw[i][3] = __float_as_uint(a[TA::at(r + 8, kk + quad + 4)]);
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < NT; ++j) {
+                    const int n = warp_n * WTN + j * 8 + group;
+                    if constexpr (B_K_CONTIGUOUS && NT % 2 == 0) {  // two n-tiles per load: (j, k0) (j, k4) (j+1, ...)
+                        if (j % 2 == 0) {
+                            uint32_t r4[4];
+                            const int row = warp_n * WTN + j * 8 + (lane & 7) + (lane >> 4) * 8;
+                            load_matrix_x4(r4, b + TB::at(row, kk + ((lane >> 3) & 1) * 4));
+                            b_raw[j][0] = r4[0]; b_raw[j][1] = r4[1]; b_raw[j + 1][0] = r4[2]; b_raw[j + 1][1] = r4[3];
+                        }
+                    } else {
+                        b_raw[j][0] = __float_as_uint(b[TB::at(n, kk + quad)]);
+                        b_raw[j][1] = __float_as_uint(b[TB::at(n, kk + quad + 4)]);
+                    }
+                }
+            };
+            uint32_t a_frag[2][MT][4], b_frag[2][NT][2];
+            load_fragments(a_frag[0], b_frag[0], 0);
+#pragma unroll
+            for (int kk = 0; kk < BK; kk += 8) {
+                const int now = (kk / 8) & 1;
+                if (kk + 8 < BK) load_fragments(a_frag[now ^ 1], b_frag[now ^ 1], kk + 8);
+                uint32_t (&a_raw)[MT][4] = a_frag[now];
+                uint32_t (&b_raw)[NT][2] = b_frag[now];
+                uint32_t a_big[MT][4], a_small[MT][4], b_big[NT][2], b_small[NT][2];
+#pragma unroll
+                for (int i = 0; i < MT; ++i)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) split_tf32(__uint_as_float(a_raw[i][e]), a_big[i][e], a_small[i][e]);
+#pragma unroll
+                for (int j = 0; j < NT; ++j)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) split_tf32(__uint_as_float(b_raw[j][e]), b_big[j][e], b_small[j][e]);
+                // small terms first; each pass over all tiles keeps MT*NT independent MMAs between dependent ones
+#pragma unroll
+                for (int i = 0; i < MT; ++i)
+#pragma unroll
+                    for (int j = 0; j < NT; ++j) {
+                        if (kk == 0) mma_tf32_first(part[i][j], a_small[i], b_big[j]);
+                        else mma_tf32(part[i][j], a_small[i], b_big[j]);
+                    }
+#pragma unroll
+                for (int i = 0; i < MT; ++i)
+#pragma unroll
+                    for (int j = 0; j < NT; ++j) mma_tf32(part[i][j], a_big[i], b_small[j]);
+#pragma unroll
+                for (int i = 0; i < MT; ++i)
+#pragma unroll
+                    for (int j = 0; j < NT; ++j) mma_tf32(part[i][j], a_big[i], b_big[j]);
+            }
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+                for (int j = 0; j < NT; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[i][j][e] += part[i][j][e];
+        }
+        copy_wait<0>();
+        __syncthreads();  // the next tile's prologue refills stages other warps may still read
+
+        // epilogue in registers, one write: fragment element e sits at row group (+8 for e >= 2), column 2*quad + e%2
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int64_t row = m0 + warp_m * WTM + i * 16 + group + half * 8;
+                if (row >= p.M) continue;
+                const int64_t row_start = (batch * p.M + row) * p.N;
+#pragma unroll
+                for (int j = 0; j < NT; ++j) {
+                    const int64_t col = n0 + warp_n * WTN + j * 8 + 2 * quad;
+                    if (col < p.N) p.out[row_start + col] = epilogue(acc[i][j][2 * half], row_start + col);
+                    if (col + 1 < p.N) p.out[row_start + col + 1] = epilogue(acc[i][j][2 * half + 1], row_start + col + 1);
+                }
+            }
+        }
+    }
+    }
+}
+
+// The operand's layout matches the tile's and allows 16-byte copies.
+__host__ inline bool vectorizable(const Matrix& m, bool k_contiguous, int64_t rows, int64_t K) {
+    const int64_t contiguous = k_contiguous ? m.k_stride : m.row_stride;
+    const int64_t other = k_contiguous ? m.row_stride : m.k_stride;
+    const int64_t extent = k_contiguous ? K : rows;
+    return contiguous == 1 && other % 4 == 0 && m.batch_stride % 4 == 0 && extent % 4 == 0
+           && reinterpret_cast<uintptr_t>(m.data) % 16 == 0;
+}
+
+// Launches the fast path when both operands allow it, else the general one (same tiles, 4-byte copies).
+// Returns the error of the shared-memory setup; the caller checks the launch itself.
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool A_K_CONTIGUOUS, bool B_K_CONTIGUOUS,
+          int MIN_BLOCKS, class Epilogue>
+cudaError_t launch_tiles(const Problem& p, const Epilogue& epilogue, cudaStream_t stream) {
+    using C = Config<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS>;
+    if (p.batch == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
+    const bool fast = vectorizable(p.a, A_K_CONTIGUOUS, p.M, p.K) && vectorizable(p.b, B_K_CONTIGUOUS, p.N, p.K);
+    auto kernel = fast ? gemm_3xtf32<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS, 4, MIN_BLOCKS, Epilogue>
+                       : gemm_3xtf32<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS, 1, MIN_BLOCKS, Epilogue>;
+    static bool configured[2] = {false, false};  // per instantiation: allow more than 48 KB of shared memory
+    if (!configured[fast]) {
+        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+        if (err != cudaSuccess) return err;
+        configured[fast] = true;
+    }
+    const int64_t m_tiles = (p.M + BM - 1) / BM, n_tiles = (p.N + BN - 1) / BN;
+    if (m_tiles > INT32_MAX) return cudaErrorInvalidConfiguration;
+    const dim3 grid((unsigned)m_tiles, (unsigned)std::min<int64_t>(n_tiles, 65535),
+                    (unsigned)std::min<int64_t>(p.batch, 65535));
+    kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(p, epilogue);
+    return cudaSuccess;
+}
+
+// Split K: when the output has too few tiles to fill the GPU (512x512 with K = 262144: 16 tiles for 132 SMs),
+// K is cut into `slices` equal parts run as a batch into a workspace, then summed. 1: no split.
+template <int BM, int BN, int BK>
+__host__ inline int split_k_slices(const Problem& p, int sms) {
+    const int64_t tiles = p.batch * ((p.M + BM - 1) / BM) * ((p.N + BN - 1) / BN);
+    int slices = 1;
+    while (p.batch == 1 && slices < 16 && tiles * slices * 2 <= sms && p.K % (slices * 2 * 4) == 0
+           && p.K / (slices * 2) >= 4 * BK)
+        slices *= 2;
+    return slices;
+}
+
+struct Store {
+    __device__ __forceinline__ float operator()(float v, int64_t) const { return v; }
+};
+
+// The split's second pass: the slices summed in a fixed order (deterministic), then the epilogue, one write.
+template <class Epilogue>
+__global__ void sum_slices(const float* __restrict__ partial, int slices, int64_t count, float* __restrict__ out,
+                           const Epilogue epilogue) {
+    const int64_t stride = (int64_t)blockDim.x * gridDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
+        float v = 0.0f;
+        for (int s = 0; s < slices; ++s) v += partial[s * count + i];
+        out[i] = epilogue(v, i);
+    }
+}
+
+// Matrix-vector products (N = 1 at capture): memory-bound, so no tensor cores and no split: one warp per output
+// element streams its row of A (float4 when aligned, several loads in flight), fp32 FMAs, a shuffle reduction.
+// Correct for any N (one warp per element), efficient for N = 1.
+template <class Epilogue>
+__global__ void gemv_kernel(const Problem p, const Epilogue epilogue) {
+    const int lane = threadIdx.x & 31;
+    const int64_t total = p.batch * p.M * p.N;
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+    for (int64_t w = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; w < total; w += warps) {
+        const int64_t n = w % p.N, m = (w / p.N) % p.M, l = w / (p.N * p.M);
+        const float* a = p.a.data + l * p.a.batch_stride + m * p.a.row_stride;
+        const float* b = p.b.data + l * p.b.batch_stride + n * p.b.row_stride;
+        float sum = 0.0f;
+        const bool vector = p.a.k_stride == 1 && p.b.k_stride == 1 && p.K % 4 == 0
+                            && reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0;
+        if (vector) {
+            const float4* a4 = reinterpret_cast<const float4*>(a);
+            const float4* b4 = reinterpret_cast<const float4*>(b);
+#pragma unroll 4
+            for (int64_t q = lane; q < p.K / 4; q += 32) {
+                const float4 x = __ldcs(a4 + q), y = __ldg(b4 + q);  // A streams through once; b stays cached
+                sum = fmaf(x.x, y.x, sum);
+                sum = fmaf(x.y, y.y, sum);
+                sum = fmaf(x.z, y.z, sum);
+                sum = fmaf(x.w, y.w, sum);
+            }
+        } else {
+            for (int64_t k = lane; k < p.K; k += 32) sum = fmaf(a[k * p.a.k_stride], b[k * p.b.k_stride], sum);
+        }
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        if (lane == 0) p.out[w] = epilogue(sum, w);
+    }
+}
+
+template <class Epilogue>
+cudaError_t launch_gemv(const Problem& p, const Epilogue& epilogue, int sms, cudaStream_t stream) {
+    const int64_t total = p.batch * p.M * p.N;
+    if (total == 0) return cudaSuccess;
+    const int warps_per_block = 8;
+    const unsigned blocks = (unsigned)std::min<int64_t>((total + warps_per_block - 1) / warps_per_block, (int64_t)sms * 32);
+    gemv_kernel<<<blocks, warps_per_block * 32, 0, stream>>>(p, epilogue);
+    return cudaSuccess;
+}
+
+// The product with its epilogue; SPLIT_K compiles the split path (chosen when the captured shape had few tiles),
+// `workspace` then holds split_k_slices * M * N floats.
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool A_K_CONTIGUOUS, bool B_K_CONTIGUOUS,
+          int MIN_BLOCKS, bool SPLIT_K, class Epilogue>
+cudaError_t launch(const Problem& p, const Epilogue& epilogue, float* workspace, int sms, cudaStream_t stream) {
+    if constexpr (SPLIT_K) {
+        const int slices = split_k_slices<BM, BN, BK>(p, sms);
+        if (slices > 1 && p.M > 0 && p.N > 0) {
+            Problem part = p;
+            part.batch = slices;
+            part.K = p.K / slices;
+            part.a.batch_stride = part.K * p.a.k_stride;
+            part.b.batch_stride = part.K * p.b.k_stride;
+            part.out = workspace;
+            const cudaError_t err = launch_tiles<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS,
+                                                 MIN_BLOCKS>(part, Store{}, stream);
+            if (err != cudaSuccess) return err;
+            const int64_t count = p.M * p.N;
+            const unsigned blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((count + 255) / 256, (int64_t)sms * 8));
+            sum_slices<<<blocks, 256, 0, stream>>>(workspace, slices, count, p.out, epilogue);
+            return cudaSuccess;
+        }
+    }
+    return launch_tiles<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS, MIN_BLOCKS>(p, epilogue, stream);
+}
+}  // namespace kf_gemm
+"""
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """Named template parameters of one frozen GEMM configuration."""
+    bm: int = 128
+    bn: int = 128
+    bk: int = 64
+    warps_m: int = 2
+    warps_n: int = 4
+    stages: int = 3
+    min_blocks: int = 1
+
+    def arguments(self, a_k_contiguous: bool, b_k_contiguous: bool, split_k: bool | None = None) -> str:
+        """The template arguments of `launch` (split_k given) or `launch_tiles` (None)."""
+        flag = lambda x: "true" if x else "false"  # noqa: E731
+        split = "" if split_k is None else f", {flag(split_k)}"
+        return (f"{self.bm}, {self.bn}, {self.bk}, {self.warps_m}, {self.warps_n}, {self.stages}, "
+                f"{flag(a_k_contiguous)}, {flag(b_k_contiguous)}, {self.min_blocks}{split}")
+
+    def split_k(self, batch: int, m: int, n: int, k: int, sms: int = 132) -> bool:
+        """Whether the captured shape leaves most SMs idle without a split of K (the frozen choice)."""
+        tiles = batch * -(-m // self.bm) * -(-n // self.bn)
+        return batch == 1 and 4 * tiles <= sms and k >= 8 * self.bk
+
+
+# The configuration kfuse emits (scripts/bench/gemm_3xtf32.py measured the variants; results/gemm-*.json).
+DEFAULT = TileConfig()
