@@ -222,19 +222,8 @@ def render_kernel_body(kernel: FusedKernel) -> tuple[list[str], str]:
         lines.append(f"const float biased = {names[conv]} + {names[bias]};  // {conv}'s bias, moved here")
         names[conv] = "biased"
     for i, node in enumerate(kernel.nodes):
-        op = ops.lookup(node.target)
-
-        def value(a):
-            if isinstance(a, torch.fx.Node):
-                return names[a.name]
-            if isinstance(a, (list, tuple)):
-                return type(a)(value(x) for x in a)
-            return a
-
-        args = [value(a) for a in node.args]
-        kwargs = {k: value(v) for k, v in node.kwargs.items()}
         var = f"t{i}"
-        lines.append(f"const float {var} = {op.render(args, kwargs)};  // {node.target}")
+        lines.append(f"const float {var} = {ops.render_node(node, names)};  // {node.target}")
         names[node.name] = var
     return lines, names[kernel.result.name]
 

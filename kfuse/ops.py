@@ -591,3 +591,15 @@ PRELUDE = (PRELUDE.replace("@M_SQRT1_2@", scalar_literal(_M_SQRT1_2))
 def lookup(target) -> PointwiseOp | None:
     """The table entry for an ATen OpOverload (or its name, "aten.relu.default"); None when not covered."""
     return POINTWISE.get(str(target))
+
+
+def render_node(node: torch.fx.Node, names: dict[str, str]) -> str:
+    """The C expression of a pointwise graph node, its tensor arguments named by `names` (node name -> C name)."""
+    def value(a):
+        if isinstance(a, torch.fx.Node):
+            return names[a.name]
+        if isinstance(a, (list, tuple)):
+            return type(a)(value(x) for x in a)
+        return a
+
+    return lookup(node.target).render([value(a) for a in node.args], {k: value(v) for k, v in node.kwargs.items()})

@@ -1111,16 +1111,7 @@ def _reducer(spec: Spec) -> Reducer:
 def _render(node: torch.fx.Node, names: dict[str, str]) -> str:
     if str(node.target) in EXPANDS:
         return names[node.args[0].name]
-    op = ops.lookup(node.target)
-
-    def value(a):
-        if isinstance(a, torch.fx.Node):
-            return names[a.name]
-        if isinstance(a, (list, tuple)):
-            return type(a)(value(x) for x in a)
-        return a
-
-    return op.render([value(a) for a in node.args], {k: value(v) for k, v in node.kwargs.items()})
+    return ops.render_node(node, names)
 
 
 class _Printer:

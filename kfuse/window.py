@@ -614,17 +614,6 @@ inline int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_
 """
 
 
-def _render(node: torch.fx.Node, names: dict[str, str]) -> str:
-    op = ops.lookup(node.target)
-
-    def value(a):
-        if isinstance(a, torch.fx.Node):
-            return names[a.name]
-        if isinstance(a, (list, tuple)):
-            return type(a)(value(x) for x in a)
-        return a
-
-    return op.render([value(a) for a in node.args], {k: value(v) for k, v in node.kwargs.items()})
 
 
 @dataclass
@@ -673,7 +662,7 @@ class _Printer:
             lines.append(f"    const float biased = a{c} + a{b};  // {conv}'s bias, moved here")
             names[conv] = "biased"
         for node in k.prologue:
-            lines.append(f"    const float v_{node.name} = {_render(node, names)};  // {node.target}")
+            lines.append(f"    const float v_{node.name} = {ops.render_node(node, names)};  // {node.target}")
             names[node.name] = f"v_{node.name}"
         params = "".join(f", index_t {c}" for c in coords)
         return (f"template <typename index_t>\n"
@@ -693,7 +682,7 @@ class _Printer:
                 lines.append(f"    const float a{i} = {self._load(i, self._offset(i, coords))};")
                 names[name] = f"a{i}"
         for node in k.epilogue:
-            lines.append(f"    const float v_{node.name} = {_render(node, names)};  // {node.target}")
+            lines.append(f"    const float v_{node.name} = {ops.render_node(node, names)};  // {node.target}")
             names[node.name] = f"v_{node.name}"
         for j, node in enumerate(k.outputs):
             v = self.nin + j
