@@ -300,11 +300,16 @@ cudaError_t launch_tiles(const Problem& p, const Epilogue& epilogue, cudaStream_
     const bool fast = vectorizable(p.a, A_K_CONTIGUOUS, p.M, p.K) && vectorizable(p.b, B_K_CONTIGUOUS, p.N, p.K);
     auto kernel = fast ? gemm_3xtf32<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS, 4, MIN_BLOCKS, Epilogue>
                        : gemm_3xtf32<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS, 1, MIN_BLOCKS, Epilogue>;
-    static bool configured[2] = {false, false};  // per instantiation: allow more than 48 KB of shared memory
-    if (!configured[fast]) {
-        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+    // Per instantiation and device (the attribute is a device's): allow more than 48 KB of shared memory.
+    static bool configured[2][256] = {};
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    if (device >= 256) return cudaErrorInvalidDevice;
+    if (!configured[fast][device]) {
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
         if (err != cudaSuccess) return err;
-        configured[fast] = true;
+        configured[fast][device] = true;
     }
     const int64_t m_tiles = (p.M + BM - 1) / BM, n_tiles = (p.N + BN - 1) / BN;
     if (m_tiles > INT32_MAX) return cudaErrorInvalidConfiguration;
