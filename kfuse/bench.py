@@ -1,8 +1,8 @@
 """`kfuse bench`: optimize or judge a whole folder of problems, resumably, one worker per GPU (or Ray tasks).
 
-The parent only parses files. Each problem is one *job* run in a fresh process (`python -m kfuse.bench JOB OUT`):
-`kfuse.optimize.optimize` when no candidate is given, then `kfuse.judge.check` (which starts its own sandboxed
-processes under their timeouts). A job carries the problem's and candidate's text, not paths, so it runs the same
+Without candidates, every problem is first optimized (`kfuse optimize --no-check`, a process each, in parallel).
+Each problem with a candidate is then one *job* run in a fresh process (`python -m kfuse.bench JOB OUT`):
+`kfuse.judge.check`, which starts its own sandboxed processes under their timeouts. A job carries the problem's and candidate's text, not paths, so it runs the same
 on this machine or on a Ray node. A finished job's result goes to `--out/cache/<sha256>.json` at once: a rerun, or
 a run after Ctrl-C, judges only what is not there yet. The report (`kfuse.bench_report`) is built from the records.
 """
@@ -202,7 +202,7 @@ def first_line(err: BaseException) -> str:
 
 
 def run_job(job: dict) -> dict:
-    """Optimize (when there is no candidate) and judge one problem, in this process. Never raises for a verdict.
+    """Judge one problem's candidate in this process. Never raises for a verdict.
 
     Messages name the files as the user gave them, not the job's temporary copies.
     """

@@ -96,19 +96,15 @@ def variant(path: Path, old: str, new: str, suffix: str) -> Path:
 
 
 def time_ms(fn, reps: int = 20) -> float:
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    """Median ms of `reps` calls, each timed as the judge times one (L2 flushed, CUDA events)."""
+    from kfuse.problem import L2Flush, time_one_call
+
+    device = torch.device("cuda")
+    flush = L2Flush(device)
     fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
+    times = sorted(time_one_call(fn, device, flush)[0] for _ in range(reps))
+    return times[len(times) // 2]
 
 
 def models(problem: Path, candidate: Path):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from kfuse.gemm_cuda import GEMM_DECLS, GEMM_TEMPLATE, TileConfig  # noqa: E402
+from kfuse.problem import L2Flush  # noqa: E402
 
 VARIANTS = {
     "v0_128x128x32_w2x4_s3": TileConfig(128, 128, 32, 2, 4, 3, 1),
@@ -91,24 +92,14 @@ def build(name: str):
     return name, time.time() - start
 
 
-def flush_l2(buffer):
-    buffer.fill_(1.0)
-
-
 def time_ms(fn, flush, trials=20):
+    """Median ms of `trials` calls, each timed as the judge times one (kfuse.problem.time_one_call)."""
     import torch
+
+    from kfuse.problem import time_one_call
     for _ in range(3):
         fn()
-    times = []
-    for _ in range(trials):
-        flush()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return statistics.median(time_one_call(fn, torch.device("cuda"), flush)[0] for _ in range(trials))
 
 
 def layout_views(a, b_kn, layout):
@@ -191,8 +182,7 @@ def main():
         results["variants"][name] = {"build_s": builds[name], "checks": checks, "correct": not bad}
         print(name, "correct" if not bad else f"WRONG {bad[:3]}", flush=True)
 
-    flush_buf = torch.empty(64 * 1024 * 1024, device=dev)  # 256 MB > 2x L2
-    flush = lambda: flush_l2(flush_buf)  # noqa: E731
+    flush = L2Flush(dev)  # the judge's: a buffer twice the L2, written before each call
     # seed: x (1024, 8192) rand, Linear 8192 -> 8192 with PyTorch's default init
     lin = torch.nn.Linear(8192, 8192).to(dev)
     x = torch.rand(1024, 8192, device=dev)
