@@ -127,13 +127,18 @@ def release_cached_memory(device: torch.device) -> None:
 
 
 class L2Flush:
-    """Writes a buffer twice the L2's size before a timed CUDA call, so nothing the last call left survives."""
+    """Writes a buffer twice the L2's size before a timed CUDA call, so nothing the last call left survives.
+
+    It also holds the pair of CUDA events that time_one_call records, made once: torch creates an event on its
+    first record, and a cudaEventCreate inside the timed region was timed with the call (launch-bound calls)."""
 
     def __init__(self, device: torch.device):
         self.buffer = None
+        self.events = None
         if device.type == "cuda":
             l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 64 << 20
             self.buffer = torch.empty(2 * l2 // 4, dtype=torch.float32, device=device)
+            self.events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
 
     def __call__(self) -> None:
         if self.buffer is not None:
@@ -146,7 +151,7 @@ def time_one_call(fn, device: torch.device, flush: L2Flush):
 
     flush()
     if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start, end = flush.events
         start.record()
         result = fn()
         end.record()

@@ -4,10 +4,16 @@ Run as `python -m kfuse.sandbox READ_FD WRITE_FD`. Everything here shares a proc
 so nothing here decides anything: it reports outputs (sent back whole and compared by the trusted worker) and a
 few observations meant to catch honest bugs (mutated inputs, run-to-run differences), plus the candidate's own
 timings, which only a candidate that tampers with torch's timers could falsify.
+
+The same program, set up with `own_reference`, is the reference's timing process: there the model under test is
+the problem's own Model, timed with its torch.compile'd copies, so that every contender is timed alike, in a
+process of its own answering the worker's requests (a call timed in the worker's process and one timed in
+another process differed by 30-60 us on the same kernel).
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import os
 import sys
@@ -51,17 +57,23 @@ def plain_outputs(out):
 class Sandbox:
     def __init__(self):
         self.device = None
+        self.who = "the candidate"  # in messages
         self.poison_sizes: set[int] = set()
         self.last_output = None
 
     # -- commands ------------------------------------------------------------------------------------------
-    def setup(self, problem: str, candidate: str, code: str, device: str, precision: str = "fp32") -> dict:
+    def setup(self, problem: str, candidate: str, code: str, device: str, precision: str = "fp32",
+              own_reference: bool = False) -> dict:
         self.device = torch.device(device)
         apply_precision(precision)
         try:
             self.problem, self.init_inputs = load_problem(problem)
         except ProblemError as err:
             raise Refusal("usage", str(err))
+        if own_reference:  # the reference's timing process: the model under test is Model itself
+            self.who = "the reference"
+            self.module = type("OwnReference", (), {"ModelNew": self.problem.Model})
+            return {"build_s": 0.0}
         began = time.perf_counter()
         try:
             module = import_from_source(code, candidate, "kfuse_candidate")
@@ -121,21 +133,42 @@ class Sandbox:
         reply["buffers"] = dict(self.candidate.named_buffers())
         return reply
 
-    def time_setup(self, inputs_seed: int, warmup: int) -> dict:
+    def time_prepare(self, inputs_seed: int, name: str, compile_modes: list[str]) -> dict:
+        """The timing inputs, and the contenders this process times: the model under test as `name`, plus a
+        torch.compile'd copy of it per mode (the reference's process; a compile error is reported, not fatal)."""
         self.timing_inputs = make_inputs(self.problem, inputs_seed, self.device)
         self.flush = L2Flush(self.device)
-        for _ in range(warmup):
-            self._forward(self.timing_inputs, inputs_seed)
+        self.timed = {name: self.candidate}
+        compile_s, errors = {}, {}
+        for mode in compile_modes:
+            compiled = torch.compile(copy.deepcopy(self.candidate), mode=None if mode == "default" else mode)
+            began = time.perf_counter()
+            try:
+                with torch.no_grad():
+                    compiled(*self.timing_inputs)
+                synchronize(self.device)
+            except Exception as err:
+                errors[f"compile:{mode}"] = describe_exception(err)
+                continue
+            compile_s[f"compile:{mode}"] = time.perf_counter() - began
+            self.timed[f"compile:{mode}"] = compiled
+        return {"timed": list(self.timed), "compile_s": compile_s, "compile_errors": errors}
+
+    def time_setup(self, inputs_seed: int, warmup: int) -> dict:
+        for name, model in self.timed.items():
+            for _ in range(warmup):
+                self._forward(self.timing_inputs, inputs_seed, model)
         return {}
 
-    def time_once(self, refill_seed: int) -> dict:
+    def time_once(self, name: str, refill_seed: int) -> dict:
         refill(self.timing_inputs, self.problem, refill_seed, self.device)
         synchronize(self.device)
+        model = self.timed[name]
         try:
             with torch.no_grad():
-                ms, out = time_one_call(lambda: self.candidate(*self.timing_inputs), self.device, self.flush)
+                ms, out = time_one_call(lambda: model(*self.timing_inputs), self.device, self.flush)
         except Exception as err:
-            raise run_error(err, "the candidate, while being timed,")
+            raise run_error(err, f"{self.who} ({name}), while being timed,")
         self.last_output = out
         return {"ms": ms}
 
@@ -164,15 +197,15 @@ class Sandbox:
             synchronize(self.device)
             del blocks, block
 
-    def _forward(self, inputs: list, seed: int):
+    def _forward(self, inputs: list, seed: int, model=None):
         self._poison()
         torch.manual_seed(seed)
         try:
             with torch.no_grad():
-                out = self.candidate(*inputs)
+                out = (self.candidate if model is None else model)(*inputs)
             synchronize(self.device)  # a CUDA error surfaces here, still charged to the candidate
         except Exception as err:
-            raise run_error(err, "the candidate")
+            raise run_error(err, self.who)
         out = plain_outputs(out)
         for _, t in leaves(out):
             if isinstance(t, torch.Tensor):
@@ -185,14 +218,17 @@ def _parameters(init) -> list[tuple]:
     return [(p.name, p.kind, repr(p.default)) for p in inspect.signature(init).parameters.values()]
 
 
-TIMING_COMMANDS = {"time_setup", "time_once"}
+TIMING_COMMANDS = {"time_setup", "time_once"}  # the worker holds the GPU alone meanwhile
 
 
 def main(read_fd: int, write_fd: int) -> int:
     incoming = os.fdopen(read_fd, "rb")
     outgoing = os.fdopen(write_fd, "wb")
     sandbox = Sandbox()
+    command = None
     while True:
+        if command in TIMING_COMMANDS:
+            wire.spin_until_readable(incoming, seconds=2.0)  # the next timed round is coming: stay warm
         try:
             request = wire.receive(incoming)
         except wire.PeerGone:

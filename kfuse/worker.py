@@ -22,9 +22,8 @@ import torch
 
 from kfuse import gpulock, roofline, wire
 from kfuse.compare import compare_outputs, float64_chunks, leaves, same_bits
-from kfuse.problem import (L2Flush, ProblemError, build_reference, describe_exception, load_problem, make_inputs,
-                           apply_precision, refill, release_cached_memory, rerandomise, strided, synchronize,
-                           time_one_call, weight_scales)
+from kfuse.problem import (ProblemError, apply_precision, build_reference, describe_exception, load_problem,
+                           make_inputs, release_cached_memory, rerandomise, strided, synchronize, weight_scales)
 from kfuse.timing import TimingPlan, time_interleaved
 
 # The copy ceiling is torch's own copy kernel at its best; a kernel may beat it by a few percent, not 10%.
@@ -71,10 +70,11 @@ def trial_plan(n: int) -> list[str]:
 
 
 class CandidateProcess:
-    """The sandbox child: requests go down one pipe, replies (data only) come up another."""
+    """The sandbox child: requests go down one pipe, replies (data only) come up another. `role` names it in
+    verdicts: the candidate's process, or the reference's timing process (see kfuse.sandbox)."""
 
-    def __init__(self, device: torch.device, events: Events):
-        self.device, self.events = device, events
+    def __init__(self, device: torch.device, events: Events, role: str = "the candidate's process"):
+        self.device, self.events, self.role = device, events, role
         down_read, down_write = os.pipe()
         up_read, up_write = os.pipe()
         self.process = subprocess.Popen(
@@ -85,14 +85,18 @@ class CandidateProcess:
         self.requests = os.fdopen(down_write, "wb")
         self.replies = os.fdopen(up_read, "rb")
 
-    def request(self, command: str, **fields) -> dict:
+    def request(self, command: str, spin: bool = False, **fields) -> dict:
+        """`spin`: busy-wait for the reply (a timed call), so this process is as warm afterwards as the
+        candidate's was (see wire.spin_until_readable)."""
         try:
             wire.send(self.requests, {"command": command, **fields})
+            if spin:
+                wire.spin_until_readable(self.replies, seconds=600.0)
             reply = wire.receive(self.replies, str(self.device))
         except (wire.PeerGone, BrokenPipeError):
             raise Outcome("crashed", self._death()) from None
         except Exception as err:  # a reply that is not plain data (tensor subclasses, objects): refused
-            raise Outcome("incorrect", f"the candidate's process sent back something that is not plain "
+            raise Outcome("incorrect", f"{self.role} sent back something that is not plain "
                                        f"tensors ({describe_exception(err)})") from None
         status = reply.get("status")
         if status != "ok":
@@ -109,8 +113,8 @@ class CandidateProcess:
             meaning = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGABRT: "abort",
                        signal.SIGFPE: "floating-point exception", signal.SIGILL: "illegal instruction",
                        signal.SIGKILL: "killed, likely out of host memory"}.get(sig, "signal")
-            return f"the candidate's process died with {sig.name} ({meaning}) while {stage}"
-        return f"the candidate's process exited with code {code} while {stage}"
+            return f"{self.role} died with {sig.name} ({meaning}) while {stage}"
+        return f"{self.role} exited with code {code} while {stage}"
 
     def close(self) -> None:
         for stream in (self.requests, self.replies):
@@ -238,57 +242,45 @@ class Judgement:
 
     # -- timing ----------------------------------------------------------------------------------------------
     def time_models(self) -> dict:
+        """Every contender is timed in a process of its own that answers the worker's requests: the candidate in
+        its sandbox, eager and torch.compile in the reference's timing process (kfuse.sandbox, own_reference)."""
         s = self.spec
         base = s["seed"] + 999
         plan = TimingPlan(warmup=s["warmup"], min_trials=s["timing_trials"], min_seconds=s["min_seconds"])
         with self.untimed():
-            inputs = self.inputs(base)
-            flush = L2Flush(self.device)
-            models = {"eager": self.reference}
-            compile_s, errors = {}, {}
-            for mode in s["compile_modes"]:
-                self.events.stage(f"compiling the reference with torch.compile ({mode})")
-                compiled = torch.compile(copy.deepcopy(self.reference), mode=None if mode == "default" else mode)
-                began = time.perf_counter()
-                try:  # torch.compile failing is the reference's business: reported, and timing goes on without it
-                    with torch.no_grad():
-                        compiled(*inputs)
-                    synchronize(self.device)
-                except Exception as err:
-                    errors[f"compile:{mode}"] = describe_exception(err)
-                    continue
-                compile_s[f"compile:{mode}"] = time.perf_counter() - began
-                models[f"compile:{mode}"] = compiled
+            inputs = self.inputs(base)  # the worker's copy: it checks the last timed output and counts bytes
+            self.events.stage("setting up the reference's timing process")
+            self.timer.request("setup", problem=s["problem"], candidate=s["problem"], code="",
+                               device=str(self.device), precision=s.get("precision", "fp32"), own_reference=True)
+            self.timer.request("construct", seed=s["seed"])
+            if s["compile_modes"]:
+                self.events.stage(f"compiling the reference with torch.compile ({', '.join(s['compile_modes'])})")
+            reference = self.timer.request("time_prepare", inputs_seed=base, name="eager",
+                                           compile_modes=list(s["compile_modes"]))
+            self.candidate.request("time_prepare", inputs_seed=base, name="candidate", compile_modes=[])
         with self.gpu.exclusive():
             ceilings = roofline.device_ceilings(self.device)  # measured once per device: a timing of its own
-            stats = self._timed_rounds(plan, base, inputs, models, flush)
+            stats = self._timed_rounds(plan, base, reference["timed"])
+        self.timer.close()
         timing = self._after_timing(stats, base, inputs, ceilings)
-        return {**timing, "compile_s": compile_s, "compile_errors": errors}
+        return {**timing, "compile_s": reference["compile_s"], "compile_errors": reference["compile_errors"]}
 
-    def _timed_rounds(self, plan: TimingPlan, base: int, inputs: list, models: dict, flush) -> dict:
+    def _timed_rounds(self, plan: TimingPlan, base: int, reference_names: list[str]) -> dict:
         """Warm-ups, then interleaved rounds: the only part of a judgement that needs the GPU to itself."""
         self.events.stage("timing: warming up")
         self.candidate.request("time_setup", inputs_seed=base, warmup=plan.warmup)
-        with torch.no_grad():
-            for model in models.values():
-                for _ in range(plan.warmup):
-                    model(*inputs)
-
-        def local(model):
-            def one(round_: int) -> float:
-                refill(inputs, self.problem, base + 1 + round_, self.device)  # outside the timed region
-                synchronize(self.device)  # as the candidate's process does: every contender starts idle
-                with torch.no_grad():
-                    return time_one_call(lambda: model(*inputs), self.device, flush)[0]
-            return one
-
+        self.timer.request("time_setup", inputs_seed=base, warmup=plan.warmup)
         self.last_round = 0
 
-        def remote(round_: int) -> float:
-            self.last_round = round_
-            return float(self.candidate.request("time_once", refill_seed=base + 1 + round_)["ms"])
+        def timed_in(process: CandidateProcess, name: str):
+            def one(round_: int) -> float:
+                if process is self.candidate:
+                    self.last_round = round_
+                return float(process.request("time_once", spin=True, name=name, refill_seed=base + 1 + round_)["ms"])
+            return one
 
-        contenders = {"candidate": remote, **{name: local(model) for name, model in models.items()}}
+        contenders = {"candidate": timed_in(self.candidate, "candidate"),
+                      **{name: timed_in(self.timer, name) for name in reference_names}}
         self.events.stage("timing (interleaved rounds)")
         return time_interleaved(contenders, plan)
 
@@ -341,6 +333,9 @@ class Judgement:
         with self.untimed():
             self.refuse_random_reference()
         self.candidate = CandidateProcess(self.device, self.events)
+        # Started now, so that its imports overlap the trials; it only times the reference (time_models).
+        self.timer = CandidateProcess(self.device, self.events, "the reference's timing process") \
+            if self.spec["time"] else None
         try:
             self.events.stage("building the candidate")  # CPU work: no GPU section
             built = self.candidate.request("setup", problem=self.spec["problem"], candidate=self.spec["candidate"],
@@ -356,6 +351,8 @@ class Judgement:
             return self.report
         finally:
             self.candidate.close()
+            if self.timer is not None:
+                self.timer.close()
 
     def refuse_random_reference(self) -> None:
         """A Model whose output depends on the RNG (dropout with p > 0 in training mode) cannot be compared
