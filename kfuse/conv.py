@@ -16,6 +16,10 @@ Printing, CUDA: an implicit GEMM on FFMA (exact fp32; on the suite's problems bi
   measured 7% faster on the seed and 7% slower on a large-K problem, so FFMA is the default.
   On an H100 cuDNN's fp32 kernels are faster than both (results/conv-kernels-*.md): on CUDA the planner uses these
   kernels only for files of bare convolutions, which would otherwise get no candidate (_kernels_on_cuda).
+  Small filters (2D, groups 1, C_in*kh*kw <= 160, >= 16 output channels: small_filter_tile) take a direct kernel
+  in any file: the filter chunk and the input patch in shared memory, 4 pixels x 16 channels per thread, the
+  filter's sizes template constants (kf::conv2d_small_filter; the general kernel stays the fallback for another
+  geometry). Results: results/conv-direct-*.md.
 Printing, CPU: for each (image, output channel) plane, the taps accumulate into a row buffer in the same
   (input channel, tap) order, then the epilogue runs over the plane.
 The epilogue is the pointwise kernel's own op function (codegen._op_function): one expression table for all.
