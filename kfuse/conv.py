@@ -742,10 +742,16 @@ conv2d_small_filter(const float* __restrict__ x, const float* __restrict__ w, co
         const int co = c0 + cg * 16 + c;
         if (co >= cout) break;
         float* dst = out + (n * cout + co) * g.out_plane + s_row;
+        // the channel's values first, then its stores: with no store between them the compiler reads a
+        // per-channel operand once (a column past the row reads its last element's operands, then is not stored)
+        float value[T::PX];
+        #pragma unroll
+        for (int j = 0; j < T::PX; ++j)
+            value[j] = epi(acc[j][c], n, co, s_row + min(ct * T::TW + lane + 32 * j, w_out - 1), g);
         #pragma unroll
         for (int j = 0; j < T::PX; ++j) {
             const int ox = ct * T::TW + lane + 32 * j;
-            if (ox < w_out) dst[ox] = epi(acc[j][c], n, co, s_row + ox, g);
+            if (ox < w_out) dst[ox] = value[j];
         }
     }
 }
