@@ -138,7 +138,7 @@ def ncu_child(candidate: Path) -> None:
 
 def run_ncu(candidate: Path) -> dict:
     metrics = ["gpu__time_duration.sum", "sm__sass_thread_inst_executed_op_ffma_pred_on.sum",
-               "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active", "dram__bytes.sum",
+               "sm__throughput.avg.pct_of_peak_sustained_elapsed", "dram__bytes.sum",
                "sm__warps_active.avg.pct_of_peak_sustained_active", "launch__registers_per_thread"]
     cmd = ["ncu", "--kernel-name", "regex:conv2d_small_filter", "--launch-count", "1", "--launch-skip", "1",
            "--metrics", ",".join(metrics), "--csv", sys.executable, __file__, "--ncu-child", str(candidate)]
