@@ -683,21 +683,24 @@ conv2d_small_filter(const float* __restrict__ x, const float* __restrict__ w, co
     // the input patch: all channels, the block's rows with their halo, zero-filled outside the image
     const int iy0 = rt * T::ROWS * SH - g.padding[1], ix0 = ct * T::TW * SW - g.padding[2];
     const float* xn = x + n * CIN * g.in_plane;
-    constexpr int LOADS = (T::PATCH + T::THREADS - 1) / T::THREADS;
-    float v[LOADS];
+    constexpr int LOADS = (T::PATCH + T::THREADS - 1) / T::THREADS, BATCH = LOADS <= 24 ? LOADS : 16;
     #pragma unroll
-    for (int k = 0; k < LOADS; ++k) {  // every load in flight before the first store
-        const int e = threadIdx.x + k * T::THREADS;
-        const int ci = e / (T::IN_ROWS * T::IN_COLS), rc = e - ci * (T::IN_ROWS * T::IN_COLS);
-        const int r = rc / T::IN_COLS, col = rc - r * T::IN_COLS;
-        const int iy = iy0 + r, ix = ix0 + col;
-        v[k] = (e < T::PATCH && (unsigned)iy < (unsigned)h_in && (unsigned)ix < (unsigned)w_in)
-             ? __ldg(xn + ci * g.in_plane + iy * w_in + ix) : 0.0f;
-    }
-    #pragma unroll
-    for (int k = 0; k < LOADS; ++k) {
-        const int e = threadIdx.x + k * T::THREADS;
-        if (k + 1 < LOADS || e < T::PATCH) xs[e] = v[k];
+    for (int k0 = 0; k0 < LOADS; k0 += BATCH) {  // a batch of loads in flight before its first store
+        float v[BATCH];
+        #pragma unroll
+        for (int k = k0; k < k0 + BATCH && k < LOADS; ++k) {
+            const int e = threadIdx.x + k * T::THREADS;
+            const int ci = e / (T::IN_ROWS * T::IN_COLS), rc = e - ci * (T::IN_ROWS * T::IN_COLS);
+            const int r = rc / T::IN_COLS, col = rc - r * T::IN_COLS;
+            const int iy = iy0 + r, ix = ix0 + col;
+            v[k - k0] = (e < T::PATCH && (unsigned)iy < (unsigned)h_in && (unsigned)ix < (unsigned)w_in)
+                      ? __ldg(xn + ci * g.in_plane + iy * w_in + ix) : 0.0f;
+        }
+        #pragma unroll
+        for (int k = k0; k < k0 + BATCH && k < LOADS; ++k) {
+            const int e = threadIdx.x + k * T::THREADS;
+            if (k + 1 < LOADS || e < T::PATCH) xs[e] = v[k - k0];
+        }
     }
     __syncthreads();
 
