@@ -16,6 +16,10 @@ Printing, CUDA: an implicit GEMM on FFMA (exact fp32; on the suite's problems bi
   measured 7% faster on the seed and 7% slower on a large-K problem, so FFMA is the default.
   On an H100 cuDNN's fp32 kernels are faster than both (results/conv-kernels-*.md): on CUDA the planner uses these
   kernels only for files of bare convolutions, which would otherwise get no candidate (_kernels_on_cuda).
+  Small filters (2D, groups 1, C_in*kh*kw <= 160, >= 16 output channels: small_filter_tile) take a direct kernel
+  in any file: the filter chunk and the input patch in shared memory, 4 pixels x 16 channels per thread, the
+  filter's sizes template constants (kf::conv2d_small_filter; the general kernel stays the fallback for another
+  geometry). Results: results/conv-direct-*.md.
 Printing, CPU: for each (image, output channel) plane, the taps accumulate into a row buffer in the same
   (input channel, tap) order, then the epilogue runs over the plane.
 The epilogue is the pointwise kernel's own op function (codegen._op_function): one expression table for all.
@@ -41,6 +45,20 @@ CONVOLUTIONS = {
 }
 
 
+@dataclass(frozen=True)
+class SmallFilter:
+    """Template arguments of kf::conv2d_small_filter: the filter's sizes and the output-channel chunk per block."""
+    in_channels: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    dilation: tuple[int, int]
+    chunk: int            # CB: 16, 32 or 64 output channels per block
+
+    @property
+    def template_arguments(self) -> str:
+        return ", ".join(str(v) for v in (self.in_channels, *self.kernel, *self.stride, *self.dilation, self.chunk))
+
+
 @dataclass
 class ConvKernel:
     name: str
@@ -54,6 +72,7 @@ class ConvKernel:
     transposed: bool = False
     output_padding: list[int] = field(default_factory=list)
     operands: list[str] = field(default_factory=list)   # epilogue inputs; the convolution's own name is the sum
+    small_filter: SmallFilter | None = None   # CUDA: the direct small-filter kernel's instantiation, if it runs
 
     @property
     def input(self) -> str:
@@ -137,13 +156,15 @@ def conv_spec(node: torch.fx.Node) -> dict | None:
 def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str) -> list:
     """Replace each covered convolution library call (with the pointwise kernel written in place into its output)
     by a ConvKernel step, placed where that kernel was (every epilogue operand exists by then)."""
-    if target == "cuda" and not _kernels_on_cuda(steps):
-        return steps
+    all_convolutions = target != "cuda" or _kernels_on_cuda(steps)
     out = list(steps)
     for call in [s for s in steps if isinstance(s, LibraryCall) and s.anchor and not s.channels_last]:
         spec = conv_spec(call.node)
         if spec is None:
             continue
+        small = small_filter_tile(call.node, spec) if target == "cuda" else None
+        if small is None and not all_convolutions:
+            continue  # cuDNN keeps it (see _kernels_on_cuda)
         epilogue = next((s for s in out if isinstance(s, FusedKernel) and s.write_into == call.node.name
                          and s.channels_last_input is None), None)
         at = _index(out, call)
@@ -151,7 +172,7 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str) -
             epilogue = None  # an in-place op between them: the convolution must read its input before it
         if epilogue is None and call.bias_moved:
             continue  # (cannot happen: a moved bias always has its kernel)
-        kernel = ConvKernel("", call.node, epilogue, **spec)
+        kernel = ConvKernel("", call.node, epilogue, **spec, small_filter=small)
         kernel.operands = list(epilogue.inputs) if epilogue is not None else \
             [call.node.name] + ([kernel.bias] if kernel.bias else [])
         kernel.name = unique(_kernel_name(kernel), names)
@@ -164,13 +185,47 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str) -
     return out
 
 
+# The small-filter kernel's limits (kf::SmallFilterTile): its (input channel, tap) loop is unrolled and its whole
+# filter chunk lives in shared memory, so the filter must be small; two blocks must fit one SM's shared memory.
+SMALL_FILTER_MAX_TAPS = 160            # C_in * kh * kw (the seed: 8 * 3 * 3 = 72)
+SMALL_FILTER_MIN_OUT_CHANNELS = 16     # fewer: most lanes of a 16-channel warp would compute nothing
+SMALL_FILTER_MAX_SMEM = 100 * 1024
+
+
+def small_filter_tile(node: torch.fx.Node, spec: dict) -> SmallFilter | None:
+    """The CUDA target's rule for the direct small-filter kernel (kf::conv2d_small_filter), or None.
+
+    Where it runs: 2D, groups 1, not transposed, fp32, C_in * kh * kw <= SMALL_FILTER_MAX_TAPS, at least
+    SMALL_FILTER_MIN_OUT_CHANNELS output channels, and the filter chunk + input patch in <= SMALL_FILTER_MAX_SMEM.
+    Why there: with a short reduction (K = C_in * kh * kw) cuDNN's fp32 implicit GEMMs and kfuse's own spend most
+    of their time outside the multiply-adds (results/conv-kernels-*.md: the seed, K = 72, ran 1.10 ms in cuDNN);
+    a direct kernel with the filter in shared memory does ~1 shared load per 10 FFMAs and no index math in its
+    loop. With a long K the filter does not fit and cuDNN's GEMMs are efficient: they keep those (frozen rule)."""
+    if spec["spatial"] != 2 or spec["transposed"] or spec["groups"] != 1:
+        return None
+    xm, wm, out = tensor_meta(node.args[0]), tensor_meta(node.args[1]), tensor_meta(node)
+    if {xm.dtype, wm.dtype, out.dtype} != {torch.float32}:
+        return None
+    c_out, c_in, kh, kw = (int(v) for v in wm.shape)
+    if c_in * kh * kw > SMALL_FILTER_MAX_TAPS or c_out < SMALL_FILTER_MIN_OUT_CHANNELS:
+        return None
+    chunk = 16 if c_out <= 16 else 32 if c_out <= 32 else 64
+    (sh, sw), (dh, dw) = spec["stride"], spec["dilation"]
+    rows = 8 // (chunk // 16)  # as kf::SmallFilterTile
+    patch = c_in * ((rows - 1) * sh + (kh - 1) * dh + 1) * (127 * sw + (kw - 1) * dw + 1)
+    if (c_in * kh * kw * (chunk + 4) + patch) * 4 > SMALL_FILTER_MAX_SMEM:
+        return None
+    return SmallFilter(c_in, (kh, kw), (sh, sw), (dh, dw), chunk)
+
+
 def _kernels_on_cuda(steps: list) -> bool:
     """The frozen rule for the CUDA target, measured with scripts/bench/conv_kernels.py on an H100
     (results/conv-kernels-NVIDIA-H100-80GB-HBM3-2026-11-22.md): cuDNN's fp32 convolutions ran faster than these
     kernels on every problem timed (the seed with its epilogue 1.14 ms as cuDNN + the fused epilogue in place vs
     1.50 ms; bare convolutions 0.58-0.64x cuDNN's speed). So cuDNN keeps every convolution of a file that has a kfuse
     kernel anyway; a file of bare convolutions (which would be a file of library calls, no candidate at all) gets
-    these kernels: correct, slower than cuDNN, where the alternative is no answer."""
+    these kernels: correct, slower than cuDNN, where the alternative is no answer. A convolution with a small
+    filter takes the direct small-filter kernel in any file (small_filter_tile, the rule that overrides this one)."""
     return BARE_CONVOLUTIONS_ON_CUDA and all(isinstance(s, (LibraryCall, TupleItem)) for s in steps)
 
 
@@ -582,6 +637,154 @@ __global__ void conv_direct(const float* __restrict__ x, const float* __restrict
     }
 }
 
+// Small-filter direct convolution (2D, groups 1, not transposed; kfuse.conv.small_filter_tile says when): the
+// whole filter of a chunk of CB output channels and the input patch a block reads sit in shared memory. A block
+// owns ROWS output rows x 128 output columns x CB channels of one image; each warp one row and 16 channels, each
+// lane 4 columns (lane, lane + 32, lane + 64, lane + 96: conflict-free patch reads, coalesced stores) x 16
+// channels, the filter read as warp-uniform float4 broadcasts. Sizes of the filter and stride/dilation are template
+// constants (the loop over (input channel, ky, kx) is unrolled, in the order of a plain fp32 sum); the image
+// sizes are not. Index math is 32-bit inside an image plane (< 2^31, checked by conv_geometry).
+template <int CIN, int KH, int KW, int SH, int SW, int DH, int DW, int CB>
+struct SmallFilterTile {
+    static constexpr int THREADS = 256, TW = 128, PX = TW / 32;  // output columns per block, per lane
+    static constexpr int CG = CB / 16;                           // warps across the channel chunk
+    static constexpr int ROWS = 8 / CG;                          // output rows per block, one per warp
+    static constexpr int IN_ROWS = (ROWS - 1) * SH + (KH - 1) * DH + 1;
+    static constexpr int IN_COLS = (TW - 1) * SW + (KW - 1) * DW + 1;
+    static constexpr int TAPS = CIN * KH * KW;
+    static constexpr int W_PITCH = CB + 4;                       // floats per tap row: fewer conflicts when staging
+    static constexpr int PATCH = CIN * IN_ROWS * IN_COLS;
+    static constexpr int SMEM_BYTES = (TAPS * W_PITCH + PATCH) * 4;
+};
+
+template <int CIN, int KH, int KW, int SH, int SW, int DH, int DW, int CB, class Epilogue>
+__global__ void __launch_bounds__(256, 2)
+conv2d_small_filter(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g, const Epilogue epi,
+                    float* __restrict__ out, int col_tiles, int row_tiles, int chunks) {
+    using T = SmallFilterTile<CIN, KH, KW, SH, SW, DH, DW, CB>;
+    extern __shared__ __align__(16) float smem[];
+    float* ws = smem;                          // [tap][W_PITCH], tap = (ci, ky, kx); zero past the last channel
+    float* xs = smem + T::TAPS * T::W_PITCH;   // [ci][IN_ROWS][IN_COLS]; zero outside the input (the padding)
+    unsigned b = blockIdx.x;                   // -> (image, channel chunk, row tile, column tile)
+    const int ct = (int)(b % (unsigned)col_tiles); b /= (unsigned)col_tiles;
+    const int rt = (int)(b % (unsigned)row_tiles); b /= (unsigned)row_tiles;
+    const int chunk = (int)(b % (unsigned)chunks);
+    const int64_t n = b / (unsigned)chunks;
+    const int c0 = chunk * CB, cout = (int)g.out_channels;
+    const int h_in = g.in_size[1], w_in = g.in_size[2], h_out = g.out_size[1], w_out = g.out_size[2];
+
+    // the chunk's filter: coalesced reads of (channel, tap) rows, stored tap-major
+    const float* wc = w + (int64_t)c0 * T::TAPS;
+    #pragma unroll 4
+    for (int e = threadIdx.x; e < CB * T::TAPS; e += T::THREADS) {
+        const int c = e / T::TAPS, tap = e - c * T::TAPS;
+        ws[tap * T::W_PITCH + c] = c0 + c < cout ? __ldg(wc + e) : 0.0f;
+    }
+    // the input patch: all channels, the block's rows with their halo, zero-filled outside the image
+    const int iy0 = rt * T::ROWS * SH - g.padding[1], ix0 = ct * T::TW * SW - g.padding[2];
+    const float* xn = x + n * CIN * g.in_plane;
+    constexpr int LOADS = (T::PATCH + T::THREADS - 1) / T::THREADS, BATCH = LOADS <= 24 ? LOADS : 16;
+    #pragma unroll
+    for (int k0 = 0; k0 < LOADS; k0 += BATCH) {  // a batch of loads in flight before its first store
+        float v[BATCH];
+        #pragma unroll
+        for (int k = k0; k < k0 + BATCH && k < LOADS; ++k) {
+            const int e = threadIdx.x + k * T::THREADS;
+            const int ci = e / (T::IN_ROWS * T::IN_COLS), rc = e - ci * (T::IN_ROWS * T::IN_COLS);
+            const int r = rc / T::IN_COLS, col = rc - r * T::IN_COLS;
+            const int iy = iy0 + r, ix = ix0 + col;
+            v[k - k0] = (e < T::PATCH && (unsigned)iy < (unsigned)h_in && (unsigned)ix < (unsigned)w_in)
+                      ? __ldg(xn + ci * g.in_plane + iy * w_in + ix) : 0.0f;
+        }
+        #pragma unroll
+        for (int k = k0; k < k0 + BATCH && k < LOADS; ++k) {
+            const int e = threadIdx.x + k * T::THREADS;
+            if (k + 1 < LOADS || e < T::PATCH) xs[e] = v[k - k0];
+        }
+    }
+    __syncthreads();
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int cg = warp % T::CG, row = warp / T::CG;
+    float acc[T::PX][16];
+    #pragma unroll
+    for (int j = 0; j < T::PX; ++j)
+        #pragma unroll
+        for (int c = 0; c < 16; ++c) acc[j][c] = 0.0f;
+    const float* xrow = xs + row * SH * T::IN_COLS + lane * SW;
+    const float* wg = ws + cg * 16;
+    #pragma unroll
+    for (int ci = 0; ci < CIN; ++ci)
+        #pragma unroll
+        for (int ky = 0; ky < KH; ++ky)
+            #pragma unroll
+            for (int kx = 0; kx < KW; ++kx) {
+                const float* xr = xrow + (ci * T::IN_ROWS + ky * DH) * T::IN_COLS + kx * DW;
+                float xv[T::PX];
+                #pragma unroll
+                for (int j = 0; j < T::PX; ++j) xv[j] = xr[32 * j * SW];
+                const float4* wv = reinterpret_cast<const float4*>(wg + ((ci * KH + ky) * KW + kx) * T::W_PITCH);
+                #pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const float4 f = wv[q];
+                    #pragma unroll
+                    for (int j = 0; j < T::PX; ++j) {
+                        acc[j][4 * q] = fmaf(f.x, xv[j], acc[j][4 * q]);
+                        acc[j][4 * q + 1] = fmaf(f.y, xv[j], acc[j][4 * q + 1]);
+                        acc[j][4 * q + 2] = fmaf(f.z, xv[j], acc[j][4 * q + 2]);
+                        acc[j][4 * q + 3] = fmaf(f.w, xv[j], acc[j][4 * q + 3]);
+                    }
+                }
+            }
+
+    const int oy = rt * T::ROWS + row;
+    if (oy >= h_out) return;
+    const int s_row = oy * w_out;
+    #pragma unroll
+    for (int c = 0; c < 16; ++c) {
+        const int co = c0 + cg * 16 + c;
+        if (co >= cout) break;
+        float* dst = out + (n * cout + co) * g.out_plane + s_row;
+        // the channel's values first, then its stores: with no store between them the compiler reads a
+        // per-channel operand once (a column past the row reads its last element's operands, then is not stored)
+        float value[T::PX];
+        #pragma unroll
+        for (int j = 0; j < T::PX; ++j)
+            value[j] = epi(acc[j][c], n, co, s_row + min(ct * T::TW + lane + 32 * j, w_out - 1), g);
+        #pragma unroll
+        for (int j = 0; j < T::PX; ++j) {
+            const int ox = ct * T::TW + lane + 32 * j;
+            if (ox < w_out) dst[ox] = value[j];
+        }
+    }
+}
+
+// Runs the small-filter kernel when the geometry is the one it was instantiated for (the model's filter); false
+// otherwise (the caller runs the general kernel).
+template <int CIN, int KH, int KW, int SH, int SW, int DH, int DW, int CB, class Epilogue>
+bool conv2d_small_filter_forward(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out,
+                                 cudaStream_t stream) {
+    using T = SmallFilterTile<CIN, KH, KW, SH, SW, DH, DW, CB>;
+    if (g.groups != 1 || g.in_channels != CIN || g.in_size[0] != 1 || g.kernel[0] != 1 || g.kernel[1] != KH
+        || g.kernel[2] != KW || g.stride[1] != SH || g.stride[2] != SW || g.dilation[1] != DH || g.dilation[2] != DW)
+        return false;
+    const int64_t col_tiles = (g.out_size[2] + T::TW - 1) / T::TW, row_tiles = (g.out_size[1] + T::ROWS - 1) / T::ROWS;
+    const int64_t chunks = (g.out_channels + CB - 1) / CB, blocks = g.batch * chunks * row_tiles * col_tiles;
+    if (blocks > INT32_MAX) return false;
+    auto kernel = conv2d_small_filter<CIN, KH, KW, SH, SW, DH, DW, CB, Epilogue>;
+    static bool configured[256] = {};  // the shared-memory opt-in is per device
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || device >= 256) return false;
+    if (!configured[device]) {
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::SMEM_BYTES) != cudaSuccess)
+            return false;
+        configured[device] = true;
+    }
+    kernel<<<(unsigned)blocks, T::THREADS, T::SMEM_BYTES, stream>>>(x, w, g, epi, out, (int)col_tiles,
+                                                                    (int)row_tiles, (int)chunks);
+    return true;
+}
+
 // Picks the kernel: the GEMM tile that wastes fewest channel rows, or the direct kernel for tiny groups (and
 // for more channel tiles than a grid's y dimension holds).
 template <bool TRANSPOSED, class Epilogue>
@@ -701,6 +904,9 @@ def _launcher(kernel: ConvKernel, target: str) -> str:
         signature = (f"void {kernel.name}_launch(const float* x, const float* w, const kf::ConvGeom& g, "
                      f"const kf::ConvOperand* o, float* out, int sms, cudaStream_t stream)")
         call = f"    kf::conv_forward<{transposed}>(x, w, g, epi, out, sms, stream);\n"
+        if kernel.small_filter is not None:  # the model's filter: the direct kernel; another: the general one
+            call = (f"    if (kf::conv2d_small_filter_forward<{kernel.small_filter.template_arguments}>"
+                    f"(x, w, g, epi, out, stream)) return;\n" + call)
     else:
         signature = (f"void {kernel.name}_launch(const float* x, const float* w, const kf::ConvGeom& g, "
                      f"const kf::ConvOperand* o, float* out)")

@@ -99,6 +99,53 @@ def test_nvcc_compiles_a_transposed_convolution_with_tensor_cores(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+def conv_problem(tmp_path: Path, name: str, conv: str, shape: tuple) -> Path:
+    problem = tmp_path / f"{name}.py"
+    problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                       f"        self.conv = torch.nn.{conv}\n"
+                       "    def forward(self, x):\n"
+                       "        return torch.nn.functional.leaky_relu(self.conv(x) / 2, 0.01)\n"
+                       f"def get_inputs():\n    return [torch.rand{shape}]\ndef get_init_inputs():\n    return []\n")
+    return problem
+
+
+@pytest.mark.parametrize("conv, shape, template", [
+    ("Conv2d(8, 64, 3)", (2, 8, 19, 23), "8, 3, 3, 1, 1, 1, 1, 64"),       # the seed's filter
+    ("Conv2d(8, 64, 3, stride=2)", (2, 8, 19, 23), "8, 3, 3, 2, 2, 1, 1, 64"),
+    ("Conv2d(1, 20, 5, dilation=(1, 2))", (2, 1, 19, 23), "1, 5, 5, 1, 1, 1, 2, 32"),
+    ("Conv2d(32, 64, 3)", (2, 32, 9, 9), None),                          # K = 288: cuDNN's
+    ("Conv2d(8, 12, 3)", (2, 8, 9, 9), None),                            # under 16 output channels: cuDNN's
+    ("Conv2d(8, 64, 3, groups=2)", (2, 8, 9, 9), None),
+])
+def test_small_filters_take_the_direct_kernel_on_cuda(conv, shape, template, tmp_path):
+    """kfuse.conv.small_filter_tile: the direct kernel for small filters, in a file with other kernels too."""
+    result = optimize(conv_problem(tmp_path, "small", conv, shape), tmp_path / "small_new.py", "cuda")
+    text = result.path.read_text()
+    if template is None:
+        assert result.library_calls == ["aten.conv2d.default"] and "conv2d_small_filter_forward<" not in text
+    else:
+        assert [k["name"] for k in result.kernels] == ["fused_conv2d_bias_div_leaky_relu"]
+        assert result.library_calls == []
+        # the model's filter runs the direct kernel; another geometry falls back to the general one
+        assert f"if (kf::conv2d_small_filter_forward<{template}>(x, w, g, epi, out, stream)) return;" in text
+        assert "kf::conv_forward<false>(x, w, g, epi, out, sms, stream)" in text
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_nvcc_compiles_the_small_filter_kernel(tmp_path):
+    problem = conv_problem(tmp_path, "seed_like", "Conv2d(8, 64, 3)", (2, 8, 19, 23))
+    result = optimize(problem, tmp_path / "seed_like_new.py", "cuda")
+    tree = ast.parse(result.path.read_text())
+    cuda = next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CUDA_SOURCE")
+    cu = tmp_path / "kernels.cu"
+    cu.write_text(cuda)
+    done = subprocess.run([NVCC, "-c", "-O3", "-arch=sm_90", "-Xptxas", "-v", str(cu), "-o", str(tmp_path / "k.o")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    usage = (done.stdout + done.stderr).split("conv2d_small_filter", 1)[1].split("Compiling entry", 1)[0]
+    assert "0 bytes spill stores" in usage  # 64 accumulators + operands within launch_bounds(256, 2)'s 128
+
+
 @pytest.mark.skipif(NVCC is None or cuda_include() is None, reason="CUDA toolkit headers not installed")
 @pytest.mark.parametrize("problem", ["conv3d_bias_tanh", "conv2d_strided_grouped", "linear_scale_leaky",
                                      "losses_rowwise", "attention_odd_sizes", "pooling_mix"])
