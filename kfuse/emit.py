@@ -132,7 +132,7 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
         kernel_block.append(
             "# kfuse's GEMM has a Hopper kernel (wgmma, sm_90a only): when every GPU is compute capability 9.0 the file\n"
             "# is built for sm_90a (an arch flag replaces torch's default list, so this adds no second build).\n"
-            "ARCH_FLAGS = ([\"-gencode=arch=compute_90a,code=sm_90a\", \"-DKF_SM90A\"]\n"
+            "ARCH_FLAGS = ([\"-gencode=arch=compute_90a,code=sm_90a\", \"-DKF_SM90A\", \"-DKF_ONLY_SM90A\"]\n"
             "              if torch.cuda.device_count() > 0\n"
             "              and all(torch.cuda.get_device_capability(i) == (9, 0) for i in range(torch.cuda.device_count()))\n"
             "              else [])\n")

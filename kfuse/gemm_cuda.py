@@ -400,7 +400,8 @@ cudaError_t launch_gemv(const Problem& p, const Epilogue& epilogue, int sms, cud
 # Hopper (sm_90a): the same product with warpgroup MMAs (wgmma.mma_async) reading B, and optionally A, from shared
 # memory. Compiled only when the build targets sm_90a (KF_SM90A, set by the emitted file's build flags on an sm_90
 # device) and used at run time on compute capability 9.0, for operands with K contiguous (both read as rows x K);
-# everything else keeps the mma.sync kernel above.
+# everything else keeps the mma.sync kernel above. The kernel body is guarded by __CUDA_ARCH_FEAT_SM90_ALL, so the
+# same source also compiles for other architectures in one build (then the run-time check picks per device).
 
 def _wgmma_wrapper(n: int, a_shared: bool) -> str:
     """A C++ wrapper of one `wgmma.mma_async ... m64n{n}k8.f32.tf32.tf32` (A from registers or shared memory)."""
@@ -676,7 +677,9 @@ cudaError_t launch_wgmma(const Problem& p, const Epilogue& epilogue, int device,
 _LAUNCH_TEMPLATE = r"""
 namespace kf_gemm {
 // The tiles on the best kernel compiled for the device: wgmma on sm_90 when this file has sm_90a code (KF_SM90A)
-// and both operands are compiled K-contiguous (WGMMA_BN > 0), else mma.sync.
+// and both operands are compiled K-contiguous (WGMMA_BN > 0), else mma.sync. KF_ONLY_SM90A: the build has no
+// other architecture (the emitted files' flags on an sm_90 GPU), so the mma.sync fallback of those layouts is left
+// out (it would double the build time for a kernel that cannot run).
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool A_K_CONTIGUOUS, bool B_K_CONTIGUOUS,
           int MIN_BLOCKS, int WGMMA_BN, int WGMMA_STAGES, bool WGMMA_A_SHARED, class Epilogue>
 cudaError_t launch_best(const Problem& p, const Epilogue& epilogue, cudaStream_t stream) {
@@ -686,9 +689,16 @@ cudaError_t launch_best(const Problem& p, const Epilogue& epilogue, cudaStream_t
         const cudaError_t err = cudaGetDevice(&device);
         if (err != cudaSuccess) return err;
         if (hopper_device(device)) return launch_wgmma<WGMMA_BN, WGMMA_STAGES, WGMMA_A_SHARED>(p, epilogue, device, stream);
-    }
+#if defined(KF_ONLY_SM90A)
+        return cudaErrorNoKernelImageForDevice;  // no other code in this build: the fallback is not compiled
+#else
+        return launch_tiles<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS, MIN_BLOCKS>(p, epilogue, stream);
 #endif
-    return launch_tiles<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS, MIN_BLOCKS>(p, epilogue, stream);
+    } else
+#endif
+    {
+        return launch_tiles<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS, MIN_BLOCKS>(p, epilogue, stream);
+    }
 }
 
 // The product with its epilogue; SPLIT_K compiles the split path (chosen when the captured shape had few tiles),

@@ -170,7 +170,7 @@ def test_nvcc_compiles_the_wgmma_gemm_for_sm_90a(tmp_path):
     assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32" in text["CUDA_SOURCE"]
     cu = tmp_path / "kernels.cu"
     cu.write_text(text["CUDA_SOURCE"])
-    done = subprocess.run([NVCC, "-c", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-DKF_SM90A", str(cu),
+    done = subprocess.run([NVCC, "-c", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-DKF_SM90A", "-DKF_ONLY_SM90A", str(cu),
                            "-o", str(tmp_path / "kernels.o"), "-Xptxas", "-v"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "gemm_3xtf32_wgmma" in done.stderr  # the kernel was compiled, not compiled out

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from kfuse.gemm_cuda import DEFAULT, GEMM_DECLS, GEMM_TEMPLATE  # noqa: E402
 
-HOPPER_FLAGS = ["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-DKF_SM90A"]
+HOPPER_FLAGS = ["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-DKF_SM90A", "-DKF_ONLY_SM90A"]
 # name: (C++ call of the tiles for a K-contiguous A and B, nvcc flags)
 VARIANTS = {
     "mma_sync_default": (f"kf_gemm::launch_tiles<{DEFAULT.arguments(True, True)}>", ["-O3", "-arch=sm_90"]),
