@@ -482,9 +482,9 @@ __device__ __forceinline__ void load_swizzled(float* tile, const Matrix& m, int6
 }
 
 // x = big + small, elementwise over a tile (any layout: both tiles share it): big = tf32(x) by truncation
-// written back in place, small = x - big (exact) into `small`. The MMA then sees TF32 values whatever it does
-// with the low 13 bits of its inputs.
-template <int FLOATS, int THREADS>
+// written back in place (STORE_BIG), small = x - big (exact) into `small`. With STORE_BIG the MMA sees TF32
+// values whatever it does with the low 13 bits of its inputs; without, it must ignore them (truncate) itself.
+template <int FLOATS, int THREADS, bool STORE_BIG>
 __device__ __forceinline__ void split_tile(float* big, float* small, int tid) {
     static_assert(FLOATS % (4 * THREADS) == 0, "the split covers the tile in float4s");
 #pragma unroll
@@ -495,7 +495,7 @@ __device__ __forceinline__ void split_tile(float* big, float* small, int tid) {
         hi.y = __uint_as_float(__float_as_uint(x.y) & 0xffffe000u);
         hi.z = __uint_as_float(__float_as_uint(x.z) & 0xffffe000u);
         hi.w = __uint_as_float(__float_as_uint(x.w) & 0xffffe000u);
-        *reinterpret_cast<float4*>(big + i) = hi;
+        if constexpr (STORE_BIG) *reinterpret_cast<float4*>(big + i) = hi;
         *reinterpret_cast<float4*>(small + i) = make_float4(x.x - hi.x, x.y - hi.y, x.z - hi.z, x.w - hi.w);
     }
 }
@@ -518,7 +518,7 @@ struct WgmmaConfig {
 // (3) while they run, the next tile is split and the tile STAGES-1 ahead is requested; (4) the partial sum is
 // added to the running fp32 sum in round-to-nearest (the tensor cores truncate their accumulator: summed over all
 // of K that bias is 14x cuBLAS's error, see the mma.sync kernel).
-template <int BN, int STAGES, bool A_SHARED, int VEC, class Epilogue>
+template <int BN, int STAGES, bool A_SHARED, bool STORE_BIG, int VEC, class Epilogue>
 __global__ void __launch_bounds__(256, 1) gemm_3xtf32_wgmma(const Problem p, const Epilogue epilogue) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = WgmmaConfig<BN, STAGES, A_SHARED>;
@@ -550,8 +550,8 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_wgmma(const Problem p, con
         };
         auto split_stage = [&](int64_t kt) {
             float* s = stage_of(kt);
-            if constexpr (A_SHARED) split_tile<C::A_FLOATS, THREADS>(s, s + C::A_SMALL, tid);
-            split_tile<C::B_FLOATS, THREADS>(s + C::B_BIG, s + C::B_SMALL, tid);
+            if constexpr (A_SHARED) split_tile<C::A_FLOATS, THREADS, STORE_BIG>(s, s + C::A_SMALL, tid);
+            split_tile<C::B_FLOATS, THREADS, STORE_BIG>(s + C::B_BIG, s + C::B_SMALL, tid);
             fence_async_shared();
         };
 #pragma unroll
@@ -649,13 +649,15 @@ __host__ inline bool hopper_device(int device) {
     return known[device] == 1;
 }
 
-template <int BN, int STAGES, bool A_SHARED, class Epilogue>
+// STORE_BIG = false (bench variant): B's (and A_SHARED: A's) big parts are not written back, the MMA reads the fp32
+// values and must truncate them itself.
+template <int BN, int STAGES, bool A_SHARED, bool STORE_BIG = true, class Epilogue>
 cudaError_t launch_wgmma(const Problem& p, const Epilogue& epilogue, int device, cudaStream_t stream) {
     using C = WgmmaConfig<BN, STAGES, A_SHARED>;
     if (p.batch == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
     const bool fast = vectorizable(p.a, true, p.M, p.K) && vectorizable(p.b, true, p.N, p.K);
-    auto kernel = fast ? gemm_3xtf32_wgmma<BN, STAGES, A_SHARED, 4, Epilogue>
-                       : gemm_3xtf32_wgmma<BN, STAGES, A_SHARED, 1, Epilogue>;
+    auto kernel = fast ? gemm_3xtf32_wgmma<BN, STAGES, A_SHARED, STORE_BIG, 4, Epilogue>
+                       : gemm_3xtf32_wgmma<BN, STAGES, A_SHARED, STORE_BIG, 1, Epilogue>;
     static bool configured[2][256] = {};
     if (!configured[fast][device]) {
         const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);

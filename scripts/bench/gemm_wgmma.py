@@ -39,6 +39,8 @@ VARIANTS = {
     "wgmma_n128_s3_a_regs": ("kf_gemm::launch_wgmma<128, 3, false>", HOPPER_FLAGS),
     "wgmma_n128_s3_a_shared": ("kf_gemm::launch_wgmma<128, 3, true>", HOPPER_FLAGS),
     "wgmma_n64_s4_a_regs": ("kf_gemm::launch_wgmma<64, 4, false>", HOPPER_FLAGS),
+    # the MMA reads B's fp32 values as TF32 by itself (truncating, if it does: else this one fails validation)
+    "wgmma_n128_s4_a_regs_no_store": ("kf_gemm::launch_wgmma<128, 4, false, false>", HOPPER_FLAGS),
 }
 SEED_PROBLEM = ROOT / "suite" / "level2" / "31_linear_scale_leaky_relu.py"
 
@@ -104,7 +106,8 @@ def build(name: str):
         if name == "kfuse_optimize":
             out = Path(os.environ["GEMM_WGMMA_OUT"]) / "seed_optimized.py"
             done = subprocess.run([sys.executable, "-m", "kfuse", "optimize", str(SEED_PROBLEM), "-o", str(out),
-                                   "--device", "cuda", "--no-check"], capture_output=True, text=True, cwd=ROOT)
+                                   "--device", "cuda", "--no-check"], capture_output=True, text=True, cwd=ROOT,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
             if done.returncode != 0:
                 return name, time.time() - start, done.stdout[-3000:] + done.stderr[-5000:]
             import_file(out)  # builds its extension (cached for the main process)
@@ -195,12 +198,96 @@ def validate(mod, dev):
     return checks
 
 
-def main():
+class Seed:
+    """The seed's operands (same in every process: seeded), its float64 truth and cuBLAS's error."""
+
+    def __init__(self, dev):
+        import torch
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(8192, 8192).to(dev)
+        self.x = torch.rand(1024, 8192, device=dev)
+        self.w, self.bias = lin.weight.detach(), lin.bias.detach()
+        self.truth = torch.nn.functional.leaky_relu((self.x.double() @ self.w.double().t() + self.bias.double()) * 2.0, 0.1)
+        self.sq_a, self.sq_b = torch.rand(4096, 4096, device=dev), torch.rand(4096, 4096, device=dev)
+        self.sq_b_nk = self.sq_b.t().contiguous()  # the same product with B stored (N, K)
+
+    def eager(self):
+        import torch
+        return torch.nn.functional.leaky_relu(torch.nn.functional.linear(self.x, self.w, self.bias) * 2.0, 0.1)
+
+
+FLOPS = 2 * 1024 * 8192 * 8192
+
+
+def measure_variant(name: str) -> dict:
+    """Validation, then timings, of one built variant (run in its own process: a sticky CUDA error stays there)."""
     import torch
+
+    from kfuse.problem import L2Flush
+    dev = torch.device("cuda")
+    mod = load_variant(name)
+    checks = validate(mod, dev)
+    entry = {"checks": checks, "correct": all(c["ok"] for c in checks)}
+    print(f"{name}: {'correct' if entry['correct'] else 'WRONG'} (worst err/ref_err "
+          f"{max(c['err'] / max(c['ref_err'], 1e-30) for c in checks):.3f})", flush=True)
+    flush, seed, dummy = L2Flush(dev), Seed(dev), torch.zeros(1, device=dev)
+    fn = lambda: mod.gemm(seed.x.unsqueeze(0), seed.w.unsqueeze(0), seed.bias, 1, 2.0, 0.1)  # noqa: E731
+    t = time_ms(fn, flush)
+    err = (fn()[0].double() - seed.truth).abs().max().item()
+    t_sq = time_ms(lambda: mod.gemm(seed.sq_a.unsqueeze(0), seed.sq_b_nk.unsqueeze(0), dummy, 0, 1.0, 0.0), flush)
+    entry.update(seed_ms=t, seed_err=err, seed_tflops=FLOPS / t / 1e9, square_ms=t_sq)
+    return entry
+
+
+def measure_kfuse_optimize(out_dir: Path) -> dict:
+    """kfuse optimize's file for the seed problem, as the judge runs it: ModelNew vs Model, same weights."""
+    import torch
+
+    from kfuse.problem import L2Flush, build_reference, load_problem, make_inputs
+    dev = torch.device("cuda")
+    problem, init_inputs = load_problem(str(SEED_PROBLEM))
+    reference = build_reference(problem, init_inputs, seed=0, device=dev)
+    generated = import_file(out_dir / "seed_optimized.py")
+    candidate = generated.ModelNew(*init_inputs).to(dev)
+    candidate.load_state_dict(reference.state_dict())
+    inputs = make_inputs(problem, seed=1, device=dev)
+    flush = L2Flush(dev)
+    with torch.no_grad():
+        got, ref = candidate(*inputs), reference(*inputs)
+        truth = torch.nn.functional.leaky_relu(
+            (inputs[0].double() @ reference.gemm.weight.double().t() + reference.gemm.bias.double()) * 2.0, 0.1)
+        check = compare(got, truth, ref)
+        t_model = time_ms(lambda: candidate(*inputs), flush)
+        t_ref = time_ms(lambda: reference(*inputs), flush)
+    return {"eager_ms": t_ref, "kfuse_ms": t_model, "speedup": t_ref / t_model, **check}
+
+
+def child(args) -> None:
+    """--one NAME: measure one thing, write its JSON to --result."""
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        entry = (measure_kfuse_optimize(Path(args.out)) if args.one == "kfuse_optimize"
+                 else measure_variant(args.one))
+    except Exception:
+        entry = {"error": traceback.format_exc()[-6000:], "correct": False}
+        print(f"{args.one}: FAILED\n{entry['error']}", flush=True)
+    Path(args.result).write_text(json.dumps(entry))
+
+
+def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one:
+        return child(args)
+    import tempfile
+
+    import torch
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     os.environ["GEMM_WGMMA_OUT"] = str(out_dir)
@@ -212,94 +299,60 @@ def main():
     # spawned workers (CUDA is not initialized in this process before they start: forked children could not use it)
     with ProcessPoolExecutor(max_workers=len(names) + 1, mp_context=multiprocessing.get_context("spawn")) as pool:
         builds = list(pool.map(build, names + ["kfuse_optimize"]))
-    results["device"] = torch.cuda.get_device_name()
     for name, seconds, error in builds:
         results["builds"][name] = {"seconds": round(seconds, 1), "error": error}
         print(f"build {name}: {seconds:.1f} s" + ("" if error is None else f" FAILED\n{error}"), flush=True)
-    ok_builds = {n for n, _, e in builds if e is None}
+    ok_builds = [n for n, _, e in builds if e is None]
+
+    # one process per variant, one at a time (timings must not overlap)
+    scratch = Path(tempfile.mkdtemp(prefix="gemm_wgmma_"))
+    for name in ok_builds:
+        result = scratch / f"{name}.json"
+        try:
+            subprocess.run([sys.executable, __file__, "--one", name, "--result", str(result), "--out", str(out_dir)],
+                           timeout=150, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            entry = json.loads(result.read_text()) if result.exists() else {"error": "no result (crashed?)"}
+        except subprocess.TimeoutExpired:
+            entry = {"error": "timed out after 150 s (a hang?)", "correct": False}
+        if "error" in entry and "checks" not in entry:
+            print(f"{name}: FAILED: {entry['error'][-3000:]}", flush=True)
+        results["variants"][name] = entry
+    optimized = results["variants"].pop("kfuse_optimize", None)
+    if optimized is not None:
+        results["kfuse_optimize"] = optimized
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    dev = torch.device("cuda")
-    modules = {}
-    for name in names:
-        if name not in ok_builds:
-            continue
-        try:
-            modules[name] = load_variant(name)
-            checks = validate(modules[name], dev)
-            correct = all(c["ok"] for c in checks)
-            results["variants"][name] = {"checks": checks, "correct": correct}
-            print(f"{name}: {'correct' if correct else 'WRONG'} (worst err/ref_err "
-                  f"{max(c['err'] / max(c['ref_err'], 1e-30) for c in checks):.3f})", flush=True)
-        except Exception:
-            text = traceback.format_exc()
-            results["variants"][name] = {"error": text[-4000:], "correct": False}
-            print(f"{name}: FAILED\n{text[-4000:]}", flush=True)
-            torch.cuda.synchronize()  # a sticky error would show here; the rest still try
-
     from kfuse.problem import L2Flush
-    flush = L2Flush(dev)
-    lin = torch.nn.Linear(8192, 8192).to(dev)
-    x = torch.rand(1024, 8192, device=dev)
-    w, bias = lin.weight.detach(), lin.bias.detach()
-    eager = lambda: torch.nn.functional.leaky_relu(torch.nn.functional.linear(x, w, bias) * 2.0, 0.1)  # noqa: E731
-    truth = torch.nn.functional.leaky_relu((x.double() @ w.double().t() + bias.double()) * 2.0, 0.1)
-    e_ref = (eager().double() - truth).abs().max().item()
-    t_eager = time_ms(eager, flush)
-    sq_a, sq_b = torch.rand(4096, 4096, device=dev), torch.rand(4096, 4096, device=dev)
-    sq_b_nk = sq_b.t().contiguous()  # the same product with B stored (N, K)
-    t_sq_eager = time_ms(lambda: torch.matmul(sq_a, sq_b), flush)
-    flops = 2 * 1024 * 8192 * 8192
+    dev = torch.device("cuda")
+    results["device"] = torch.cuda.get_device_name()
+    flush, seed = L2Flush(dev), Seed(dev)
+    e_ref = (seed.eager().double() - seed.truth).abs().max().item()
+    t_eager = time_ms(seed.eager, flush)
+    t_sq_eager = time_ms(lambda: torch.matmul(seed.sq_a, seed.sq_b), flush)
     results["seed"] = {"eager_ms": t_eager, "eager_err": e_ref}
     results["square4096"] = {"eager_ms": t_sq_eager}
-    rows = [f"{'variant':28s} {'correct':>7s} {'seed ms':>8s} {'TFLOP/s':>8s} {'vs eager':>8s} {'seed err':>9s} "
-            f"{'sq4096 ms':>9s} {'sq vs eager':>11s}",
-            f"{'cuBLAS fp32 (eager)':28s} {'':>7s} {t_eager:8.3f} {flops / t_eager / 1e9:8.1f} {1.0:8.2f} "
-            f"{e_ref:9.2e} {t_sq_eager:9.3f} {1.0:11.2f}"]
-    dummy = torch.zeros(1, device=dev)
-    for name, mod in modules.items():
-        entry = results["variants"][name]
-        try:
-            fn = lambda: mod.gemm(x.unsqueeze(0), w.unsqueeze(0), bias, 1, 2.0, 0.1)  # noqa: E731
-            t = time_ms(fn, flush)
-            err = (fn()[0].double() - truth).abs().max().item()
-            t_sq = time_ms(lambda: mod.gemm(sq_a.unsqueeze(0), sq_b_nk.unsqueeze(0), dummy, 0, 1.0, 0.0), flush)
-            entry.update(seed_ms=t, seed_err=err, seed_tflops=flops / t / 1e9, square_ms=t_sq, parity=err <= 10 * e_ref)
-            rows.append(f"{name:28s} {str(entry['correct']):>7s} {t:8.3f} {flops / t / 1e9:8.1f} {t_eager / t:8.2f} "
-                        f"{err:9.2e} {t_sq:9.3f} {t_sq_eager / t_sq:11.2f}")
-        except Exception:
-            entry["timing_error"] = traceback.format_exc()[-4000:]
-            print(f"{name}: timing FAILED\n{entry['timing_error']}", flush=True)
-
-    # kfuse optimize's file for the seed problem, as the judge would run it (ModelNew vs Model, same weights)
-    if "kfuse_optimize" in ok_builds:
-        try:
-            from kfuse.problem import build_reference, load_problem, make_inputs
-            problem, init_inputs = load_problem(str(SEED_PROBLEM))
-            reference = build_reference(problem, init_inputs, seed=0, device=dev)
-            generated = import_file(out_dir / "seed_optimized.py")
-            torch.manual_seed(0)
-            candidate = generated.ModelNew(*init_inputs).to(dev)
-            candidate.load_state_dict(reference.state_dict())
-            inputs = make_inputs(problem, seed=1, device=dev)
-            with torch.no_grad():
-                got, ref = candidate(*inputs), reference(*inputs)
-                truth = reference.double()(*[i.double() for i in inputs])
-                reference.float()
-                check = compare(got, truth, ref)
-                t_model = time_ms(lambda: candidate(*inputs), flush)
-                t_ref = time_ms(lambda: reference(*inputs), flush)
-            results["kfuse_optimize"] = {"eager_ms": t_ref, "kfuse_ms": t_model, "speedup": t_ref / t_model, **check}
-            rows.append(f"{'kfuse optimize ModelNew':28s} {str(check['ok']):>7s} {t_model:8.3f} "
-                        f"{flops / t_model / 1e9:8.1f} {t_ref / t_model:8.2f} {check['err']:9.2e}   (eager Model "
-                        f"{t_ref:.3f} ms)")
-        except Exception:
-            results["kfuse_optimize"] = {"error": traceback.format_exc()[-4000:]}
-            print(f"kfuse optimize ModelNew FAILED\n{results['kfuse_optimize']['error']}", flush=True)
-
+    rows = [f"{'variant':30s} {'correct':>7s} {'seed ms':>8s} {'TFLOP/s':>8s} {'vs eager':>8s} {'seed err':>9s} "
+            f"{'sq4096 ms':>9s} {'sq speedup':>10s}",
+            f"{'cuBLAS fp32 (eager)':30s} {'':>7s} {t_eager:8.3f} {FLOPS / t_eager / 1e9:8.1f} {1.0:8.2f} "
+            f"{e_ref:9.2e} {t_sq_eager:9.3f} {1.0:10.2f}"]
+    for name, entry in results["variants"].items():
+        if "seed_ms" not in entry:
+            rows.append(f"{name:30s} {'FAILED':>7s}")
+            continue
+        t, t_sq = entry["seed_ms"], entry["square_ms"]
+        entry["parity"] = entry["seed_err"] <= 10 * e_ref
+        rows.append(f"{name:30s} {str(entry['correct']):>7s} {t:8.3f} {FLOPS / t / 1e9:8.1f} {t_eager / t:8.2f} "
+                    f"{entry['seed_err']:9.2e} {t_sq:9.3f} {t_sq_eager / t_sq:10.2f}")
+    opt = results.get("kfuse_optimize")
+    if opt and "kfuse_ms" in opt:
+        rows.append(f"{'kfuse optimize ModelNew':30s} {str(opt['ok']):>7s} {opt['kfuse_ms']:8.3f} "
+                    f"{FLOPS / opt['kfuse_ms'] / 1e9:8.1f} {opt['speedup']:8.2f} {opt['err']:9.2e}   "
+                    f"(vs its own eager Model {opt['eager_ms']:.3f} ms)")
+    elif "kfuse_optimize" in results["builds"]:
+        rows.append(f"{'kfuse optimize ModelNew':30s} {'FAILED':>7s}")
     results["total_s"] = time.time() - began
     (out_dir / "gemm-wgmma.json").write_text(json.dumps(results, indent=1))
+    (out_dir / "gemm-wgmma.txt").write_text("\n".join(rows) + "\n")
     print("\n".join(rows))
     print(f"total {results['total_s']:.0f} s; {out_dir / 'gemm-wgmma.json'}")
 
