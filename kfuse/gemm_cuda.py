@@ -18,6 +18,11 @@ Structure (one C++ template, the tile shape as named template parameters):
   VEC = 1: the guarded general path (4-byte copies, any strides and sizes). Both zero-fill outside the matrix;
 - the epilogue is a functor `float operator()(float value, int64_t index)` applied in registers to each output
   element (its flat index in the contiguous [batch][M][N] output) before the one write.
+
+On Hopper (compute capability 9.0, files built for sm_90a: KF_SM90A) products whose operands are both
+K-contiguous run `gemm_3xtf32_wgmma` instead: warpgroup MMAs (wgmma.mma_async m64nNk8 tf32) with B split once per
+stage into big/small tiles in 128-byte-swizzled shared memory (A split in registers, or also in shared memory),
+same three products, same per-K-tile partial sums, same epilogue functor. See WGMMA_TEMPLATE.
 """
 
 from __future__ import annotations
