@@ -523,7 +523,7 @@ struct WgmmaConfig {
 // (3) while they run, the next tile is split and the tile STAGES-1 ahead is requested; (4) the partial sum is
 // added to the running fp32 sum in round-to-nearest (the tensor cores truncate their accumulator: summed over all
 // of K that bias is 14x cuBLAS's error, see the mma.sync kernel).
-template <int BN, int STAGES, bool A_SHARED, bool STORE_BIG, int VEC, class Epilogue>
+template <int BN, int STAGES, bool A_SHARED, bool STORE_BIG, bool PARTIAL_SUMS, int VEC, class Epilogue>
 __global__ void __launch_bounds__(256, 1) gemm_3xtf32_wgmma(const Problem p, const Epilogue epilogue) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = WgmmaConfig<BN, STAGES, A_SHARED>;
@@ -543,9 +543,13 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_wgmma(const Problem p, con
     for (int64_t batch = blockIdx.z; batch < p.batch; batch += gridDim.z) {
     for (int64_t tile_n = blockIdx.y; tile_n < n_tiles; tile_n += gridDim.y) {
         const int64_t m0 = (int64_t)blockIdx.x * BM, n0 = tile_n * BN;
-        float acc[NR], part[NR];
+        float acc[NR], part_sum[NR];
 #pragma unroll
-        for (int i = 0; i < NR; ++i) acc[i] = part[i] = 0.0f;
+        for (int i = 0; i < NR; ++i) acc[i] = part_sum[i] = 0.0f;
+        // the MMAs' target: a fresh partial sum per K tile, or (PARTIAL_SUMS = false, a bench experiment: is the
+        // truncation bias of the wgmma accumulator small enough?) the running sum itself
+        float (&part)[NR] = PARTIAL_SUMS ? part_sum : acc;
+        constexpr int FIRST = PARTIAL_SUMS ? 0 : 1;  // the accumulate flag of a K tile's first MMA
 
         auto stage_of = [&](int64_t kt) { return tiles + (int)(kt % STAGES) * C::STAGE_FLOATS; };
         auto load_stage = [&](int64_t kt) {
@@ -579,7 +583,7 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_wgmma(const Problem p, con
                 for (int step = 0; step < BK / 8; ++step) {
                     const uint64_t a_big = descriptor(a_tile + step * 8), a_small = descriptor(s + C::A_SMALL + group * 64 * BK + step * 8);
                     const uint64_t b_big = descriptor(s + C::B_BIG + step * 8), b_small = descriptor(s + C::B_SMALL + step * 8);
-                    wgmma_ss(part, a_small, b_big, step > 0);
+                    wgmma_ss(part, a_small, b_big, step > 0 ? 1 : FIRST);
                     wgmma_ss(part, a_big, b_small, 1);
                     wgmma_ss(part, a_big, b_big, 1);
                 }
@@ -598,7 +602,7 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_wgmma(const Problem p, con
 #pragma unroll
                 for (int step = 0; step < BK / 8; ++step) {
                     const uint64_t b_big = descriptor(s + C::B_BIG + step * 8), b_small = descriptor(s + C::B_SMALL + step * 8);
-                    wgmma_rs(part, a_small[step], b_big, step > 0);
+                    wgmma_rs(part, a_small[step], b_big, step > 0 ? 1 : FIRST);
                     wgmma_rs(part, a_big[step], b_small, 1);
                     wgmma_rs(part, a_big[step], b_big, 1);
                 }
@@ -614,7 +618,8 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_wgmma(const Problem p, con
             wgmma_wait_all();
             pin_registers(part);
 #pragma unroll
-            for (int i = 0; i < NR; ++i) acc[i] += part[i];
+            for (int i = 0; i < NR; ++i)
+                if constexpr (PARTIAL_SUMS) acc[i] += part_sum[i];
             __syncthreads();  // tile kt + 1's split is visible to both warpgroups
         }
         copy_wait<0>();
@@ -654,15 +659,15 @@ __host__ inline bool hopper_device(int device) {
     return known[device] == 1;
 }
 
-// STORE_BIG = false (bench variant): B's (and A_SHARED: A's) big parts are not written back, the MMA reads the fp32
-// values and must truncate them itself.
-template <int BN, int STAGES, bool A_SHARED, bool STORE_BIG = true, class Epilogue>
+// Bench experiments: STORE_BIG = false: B's (and A_SHARED: A's) big parts are not written back, the MMA reads the
+// fp32 values and must truncate them itself; PARTIAL_SUMS = false: one accumulator over all of K.
+template <int BN, int STAGES, bool A_SHARED, bool STORE_BIG = true, bool PARTIAL_SUMS = true, class Epilogue>
 cudaError_t launch_wgmma(const Problem& p, const Epilogue& epilogue, int device, cudaStream_t stream) {
     using C = WgmmaConfig<BN, STAGES, A_SHARED>;
     if (p.batch == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
     const bool fast = vectorizable(p.a, true, p.M, p.K) && vectorizable(p.b, true, p.N, p.K);
-    auto kernel = fast ? gemm_3xtf32_wgmma<BN, STAGES, A_SHARED, STORE_BIG, 4, Epilogue>
-                       : gemm_3xtf32_wgmma<BN, STAGES, A_SHARED, STORE_BIG, 1, Epilogue>;
+    auto kernel = fast ? gemm_3xtf32_wgmma<BN, STAGES, A_SHARED, STORE_BIG, PARTIAL_SUMS, 4, Epilogue>
+                       : gemm_3xtf32_wgmma<BN, STAGES, A_SHARED, STORE_BIG, PARTIAL_SUMS, 1, Epilogue>;
     static bool configured[2][256] = {};
     if (!configured[fast][device]) {
         const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);

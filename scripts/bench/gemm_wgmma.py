@@ -41,6 +41,8 @@ VARIANTS = {
     "wgmma_n64_s4_a_regs": ("kf_gemm::launch_wgmma<64, 4, false>", HOPPER_FLAGS),
     # the MMA reads B's fp32 values as TF32 by itself (truncating, if it does: else this one fails validation)
     "wgmma_n128_s4_a_regs_no_store": ("kf_gemm::launch_wgmma<128, 4, false, false>", HOPPER_FLAGS),
+    # one accumulator over all of K (the wgmma accumulator's rounding: is the partial-sum fix needed?)
+    "wgmma_n128_s4_a_regs_one_acc": ("kf_gemm::launch_wgmma<128, 4, false, true, false>", HOPPER_FLAGS),
 }
 SEED_PROBLEM = ROOT / "suite" / "level2" / "31_linear_scale_leaky_relu.py"
 
