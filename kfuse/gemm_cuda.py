@@ -452,6 +452,14 @@ __device__ __forceinline__ void pin_registers(float (&d)[R]) {
 #pragma unroll
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
 }
+// ... nor reuse the registers of an A fragment before the MMAs reading it are complete.
+template <int S>
+__device__ __forceinline__ void pin_registers(uint32_t (&a)[S][4]) {
+#pragma unroll
+    for (int i = 0; i < S; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e]) :: "memory");
+}
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // A K-major shared tile in wgmma's 128-byte swizzle: rows of 32 floats (128 bytes, one K step of the pipeline),
@@ -523,7 +531,7 @@ struct WgmmaConfig {
 // (3) while they run, the next tile is split and the tile STAGES-1 ahead is requested; (4) the partial sum is
 // added to the running fp32 sum in round-to-nearest (the tensor cores truncate their accumulator: summed over all
 // of K that bias is 14x cuBLAS's error, see the mma.sync kernel).
-template <int BN, int STAGES, bool A_SHARED, bool STORE_BIG, bool PARTIAL_SUMS, int VEC, class Epilogue>
+template <int BN, int STAGES, bool A_SHARED, bool STORE_BIG, bool PARTIAL_SUMS, bool PREFETCH_A, int VEC, class Epilogue>
 __global__ void __launch_bounds__(256, 1) gemm_3xtf32_wgmma(const Problem p, const Epilogue epilogue) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = WgmmaConfig<BN, STAGES, A_SHARED>;
@@ -572,10 +580,25 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_wgmma(const Problem p, con
         __syncthreads();
         if (k_tiles > 0) split_stage(0);
         __syncthreads();
+        // A_SHARED = false: this thread's A fragment (m16n8k8 TF32 layout, this warp's 16 rows): (g, k) (g+8, k)
+        // (g, k+4) (g+8, k+4), k = q, per 8-wide step, as loaded (PREFETCH_A: the next tile's, during the MMAs)
+        uint32_t a_raw[BK / 8][4];
+        auto load_a = [&](int64_t kt) {
+            const float* s = stage_of(kt);
+#pragma unroll
+            for (int step = 0; step < BK / 8; ++step)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    a_raw[step][e] = __float_as_uint(s[swizzled(group * 64 + warp_row + g + (e & 1) * 8, step * 8 + q + (e >> 1) * 4)]);
+        };
+        if constexpr (!A_SHARED && PREFETCH_A) {
+            if (k_tiles > 0) load_a(0);
+        }
 
         for (int64_t kt = 0; kt < k_tiles; ++kt) {
             const float* s = stage_of(kt);
             const float* a_tile = s + group * 64 * BK;  // this warpgroup's 64 rows (a multiple of 8: aligned)
+            uint32_t a_big[BK / 8][4], a_small[BK / 8][4];  // A_SHARED = false: the split fragment
             pin_registers(part);
             if constexpr (A_SHARED) {
                 wgmma_fence();
@@ -588,13 +611,12 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_wgmma(const Problem p, con
                     wgmma_ss(part, a_big, b_big, 1);
                 }
             } else {
-                // A fragment (m16n8k8 TF32 layout, this warp's 16 rows): (g, k) (g+8, k) (g, k+4) (g+8, k+4), k = q
-                uint32_t a_big[BK / 8][4], a_small[BK / 8][4];
+                if constexpr (!PREFETCH_A) load_a(kt);
 #pragma unroll
                 for (int step = 0; step < BK / 8; ++step)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        const float x = s[swizzled(group * 64 + warp_row + g + (e & 1) * 8, step * 8 + q + (e >> 1) * 4)];
+                        const float x = __uint_as_float(a_raw[step][e]);
                         a_big[step][e] = __float_as_uint(x) & 0xffffe000u;
                         a_small[step][e] = __float_as_uint(x - __uint_as_float(a_big[step][e]));
                     }
@@ -615,8 +637,15 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_wgmma(const Problem p, con
             if (kt + 1 < k_tiles) split_stage(kt + 1);
             if (kt + STAGES - 1 < k_tiles) load_stage(kt + STAGES - 1);
             copy_commit();
+            if constexpr (!A_SHARED && PREFETCH_A) {
+                if (kt + 1 < k_tiles) load_a(kt + 1);  // landed and visible since the barrier above
+            }
             wgmma_wait_all();
             pin_registers(part);
+            if constexpr (!A_SHARED) {
+                pin_registers(a_big);
+                pin_registers(a_small);
+            }
 #pragma unroll
             for (int i = 0; i < NR; ++i)
                 if constexpr (PARTIAL_SUMS) acc[i] += part_sum[i];
@@ -660,14 +689,16 @@ __host__ inline bool hopper_device(int device) {
 }
 
 // Bench experiments: STORE_BIG = false: B's (and A_SHARED: A's) big parts are not written back, the MMA reads the
-// fp32 values and must truncate them itself; PARTIAL_SUMS = false: one accumulator over all of K.
-template <int BN, int STAGES, bool A_SHARED, bool STORE_BIG = true, bool PARTIAL_SUMS = true, class Epilogue>
+// fp32 values and must truncate them itself; PARTIAL_SUMS = false: one accumulator over all of K; PREFETCH_A: the
+// next K tile's A fragment is read from shared memory while the MMAs run (16 more registers).
+template <int BN, int STAGES, bool A_SHARED, bool STORE_BIG = true, bool PARTIAL_SUMS = true, bool PREFETCH_A = false,
+          class Epilogue>
 cudaError_t launch_wgmma(const Problem& p, const Epilogue& epilogue, int device, cudaStream_t stream) {
     using C = WgmmaConfig<BN, STAGES, A_SHARED>;
     if (p.batch == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
     const bool fast = vectorizable(p.a, true, p.M, p.K) && vectorizable(p.b, true, p.N, p.K);
-    auto kernel = fast ? gemm_3xtf32_wgmma<BN, STAGES, A_SHARED, STORE_BIG, PARTIAL_SUMS, 4, Epilogue>
-                       : gemm_3xtf32_wgmma<BN, STAGES, A_SHARED, STORE_BIG, PARTIAL_SUMS, 1, Epilogue>;
+    auto kernel = fast ? gemm_3xtf32_wgmma<BN, STAGES, A_SHARED, STORE_BIG, PARTIAL_SUMS, PREFETCH_A, 4, Epilogue>
+                       : gemm_3xtf32_wgmma<BN, STAGES, A_SHARED, STORE_BIG, PARTIAL_SUMS, PREFETCH_A, 1, Epilogue>;
     static bool configured[2][256] = {};
     if (!configured[fast][device]) {
         const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);

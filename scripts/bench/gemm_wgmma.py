@@ -43,6 +43,8 @@ VARIANTS = {
     "wgmma_n128_s4_a_regs_no_store": ("kf_gemm::launch_wgmma<128, 4, false, false>", HOPPER_FLAGS),
     # one accumulator over all of K (the wgmma accumulator's rounding: is the partial-sum fix needed?)
     "wgmma_n128_s4_a_regs_one_acc": ("kf_gemm::launch_wgmma<128, 4, false, true, false>", HOPPER_FLAGS),
+    # the next tile's A fragment loaded while the MMAs run
+    "wgmma_n128_s4_a_prefetch": ("kf_gemm::launch_wgmma<128, 4, false, true, true, true>", HOPPER_FLAGS),
 }
 SEED_PROBLEM = ROOT / "suite" / "level2" / "31_linear_scale_leaky_relu.py"
 
