@@ -118,7 +118,8 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     cpp = sources.cpp + registration(name)
     build = [f'name="{name}"', "cpp_sources=CPP_SOURCE"]
     if sources.cuda is not None:
-        build += ["cuda_sources=CUDA_SOURCE", 'extra_cuda_cflags=["-O3"]']
+        hopper = "KF_SM90A" in sources.cuda  # kfuse's GEMM has a wgmma kernel for sm_90a
+        build += ["cuda_sources=CUDA_SOURCE", 'extra_cuda_cflags=["-O3"] + ARCH_FLAGS' if hopper else 'extra_cuda_cflags=["-O3"]']
     else:
         build += ['extra_cflags=["-O3", "-fopenmp"]', 'extra_ldflags=["-fopenmp"]']
     build += ["is_python_module=False", "verbose=False", "**LIGHT_HEADERS"]
@@ -127,6 +128,14 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     if sources.cuda is not None:
         kernel_block.append(f'CUDA_SOURCE = r"""\n{sources.cuda}"""\n')
     kernel_block.append(f'CPP_SOURCE = r"""\n{cpp}"""\n')
+    if sources.cuda is not None and hopper:
+        kernel_block.append(
+            "# kfuse's GEMM has a Hopper kernel (wgmma, sm_90a only): when every GPU is compute capability 9.0 the file\n"
+            "# is built for sm_90a (an arch flag replaces torch's default list, so this adds no second build).\n"
+            "ARCH_FLAGS = ([\"-gencode=arch=compute_90a,code=sm_90a\", \"-DKF_SM90A\", \"-DKF_ONLY_SM90A\"]\n"
+            "              if torch.cuda.device_count() > 0\n"
+            "              and all(torch.cuda.get_device_capability(i) == (9, 0) for i in range(torch.cuda.device_count()))\n"
+            "              else [])\n")
     kernel_block.append(
         "# The sources include only what they use: skipping torch's implicit headers keeps the build short.\n"
         "# (older torch versions lack the option and always add them.)\n"

@@ -9,14 +9,15 @@ kernel): a row vector times a matrix (M = 1 at capture), non-fp32 dtypes, broadc
 alpha/beta != 1. A matrix times a vector (N = 1 at capture) gets the memory-bound GEMV kernel instead of the
 tiles; an output with few tiles for a long K (512x512, K = 262144) splits K (both in kfuse/gemm_cuda.py).
 
-Printing: the CUDA target instantiates the 3xTF32 tensor-core template (kfuse/gemm_cuda.py) with an epilogue
+Printing: the CUDA target instantiates the 3xTF32 tensor-core template (kfuse/gemm_cuda.py: mma.sync, and a wgmma
+kernel used on sm_90 for K-contiguous operands when the file is built for sm_90a) with an epilogue
 functor built from the fused kernel's op function (codegen._op_function, the same C expressions as every other
 kernel); the CPU target prints blocked loops over rows (at::parallel_for) accumulating in double, same epilogue.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -156,6 +157,8 @@ def fuse_gemms(steps: list, names: dict[str, int]) -> list:
         # fast-path layouts from the captured strides: A is K-contiguous when its last dim (K) is dense
         step.a_k_contiguous = _k_contiguous(a_source, 0 if step.a_transposed else -1)
         step.b_k_contiguous = _k_contiguous(b_source, -1 if step.b_transposed else -2)
+        if not (step.a_k_contiguous and step.b_k_contiguous):
+            step.config = replace(step.config, wgmma_bn=0)  # the Hopper kernel reads both operands along K
         k = tensor_meta(a_source).size(0 if step.a_transposed else -1)
         batch = out.size(0) if batched else 1
         step.split_k = step.config.split_k(batch, out.numel() // (batch * n), n, k)

@@ -185,8 +185,10 @@ def test_gemm_planner_picks_layouts_split_k_and_gemv():
     (seed,) = gemm_steps(SUITE / "seeds" / "linear_scale_leaky_relu.py")
     assert seed.name == "gemm_linear_mul_leaky_relu" and seed.b_transposed and seed.b_k_contiguous
     assert seed.a_k_contiguous and not seed.split_k and not seed.gemv
+    assert seed.config.wgmma_bn == 128  # both operands K-contiguous: the Hopper kernel is compiled
     (transposed_a,) = gemm_steps(SUITE / "level1" / "10_Matmul_with_transposed_A.py")
     assert transposed_a.a_transposed and not transposed_a.a_k_contiguous  # A^T read in place, M-contiguous
+    assert transposed_a.config.wgmma_bn == 0
     assert [str(n.target) for n in transposed_a.absorbed] == ["aten.numpy_T.default"]
     (large_k,) = gemm_steps(SUITE / "level1" / "5_Matmul_with_large_K.py")
     assert large_k.split_k  # 512x512: 16 tiles for 132 SMs
@@ -199,7 +201,23 @@ def test_gemm_planner_picks_layouts_split_k_and_gemv():
 def test_gemm_split_k_and_gemv_sources(tmp_path):
     """The split-K and GEMV paths are printed only where the plan asked for them."""
     result = optimize(SUITE / "level1" / "5_Matmul_with_large_K.py", tmp_path / "k.py", "cuda")
-    assert "kf_gemm::launch<128, 128, 64, 2, 4, 3, true, false, 1, true>" in result.path.read_text()
+    # B (K, N) is not K-contiguous: no wgmma kernel (WGMMA_BN = 0)
+    assert "kf_gemm::launch<128, 128, 64, 2, 4, 3, true, false, 1, true, 0, 4, false>" in result.path.read_text()
     result = optimize(SUITE / "level1" / "4_Matrix_vector_multiplication.py", tmp_path / "v.py", "cuda")
     text = result.path.read_text()
     assert "kf_gemm::launch_gemv(p, e, sms, stream)" in text and "kf_gemm::launch<" not in text
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_nvcc_compiles_the_wgmma_gemm_for_sm_90a(tmp_path):
+    """The seed's file as built on an sm_90 GPU: sm_90a code with the Hopper kernel (KF_SM90A) and its fallback."""
+    _, text = sources("linear_scale_leaky", tmp_path)
+    result = optimize(PROBLEMS / "linear_scale_leaky.py", tmp_path / "seed.py", "cuda")
+    assert 'extra_cuda_cflags=["-O3"] + ARCH_FLAGS' in result.path.read_text()
+    assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32" in text["CUDA_SOURCE"]
+    cu = tmp_path / "kernels.cu"
+    cu.write_text(text["CUDA_SOURCE"])
+    done = subprocess.run([NVCC, "-c", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-DKF_SM90A", "-DKF_ONLY_SM90A", str(cu),
+                           "-o", str(tmp_path / "kernels.o"), "-Xptxas", "-v"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "gemm_3xtf32_wgmma" in done.stderr  # the kernel was compiled, not compiled out
