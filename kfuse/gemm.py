@@ -186,6 +186,12 @@ EPILOGUE_HELPERS = r"""
 namespace kf_gemm {
 // Operand `o` at flat output index i, every mode (kf::load's, plus the strided one through the output's shape).
 KF_HD float operand_at(const kf::Operand& o, const kf::Shape& shape, int64_t i) {
+    if (o.step == 2 && i <= INT32_MAX && o.inner <= INT32_MAX && o.count <= INT32_MAX) {
+        // A per-row or per-column operand (a bias) in 32-bit division: a 64-bit one is a long subroutine, and
+        // the epilogue runs at one block per SM, where nothing hides it.
+        const uint32_t along = (uint32_t)i / (uint32_t)o.inner % (uint32_t)o.count;
+        return o.data[(int64_t)along * o.stride];
+    }
     if (o.step != -1) return kf::load(o, i);
     int64_t offset = 0, rest = i;
     for (int d = shape.ndim - 1; d >= 0; --d) {

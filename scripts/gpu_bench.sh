@@ -12,10 +12,15 @@ shift 3
 [ $# -gt 0 ] || set -- suite/level1 suite/level2
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/kfuse-ext}
 mkdir -p "$state"
+pack() { tar czf "${OUT:-/tmp}/state.tgz.part" --exclude=locks "$state" && mv "${OUT:-/tmp}/state.tgz.part" "${OUT:-/tmp}/state.tgz"; }
+# Packed every minute as well: a call cut short by the device's own limit still brings back what finished.
+(while sleep 60; do pack; done) &
+packer=$!
 timeout -s INT -k 60 "$seconds" python3 -m kfuse bench "$@" --out "$state/out" \
     --per-gpu "$per_gpu" --min-seconds 0.5 2>&1 | tail -n 150
 status=${PIPESTATUS[0]}
+kill $packer 2>/dev/null; wait $packer 2>/dev/null
 rm -rf "$state/out/locks"
-tar czf "${OUT:-/tmp}/state.tgz" "$state"
+pack
 cp "$state"/out/{results.json,report.html} "${OUT:-/tmp}/" 2>/dev/null
 echo "bench exit $status; state packed ($(du -sh "${OUT:-/tmp}/state.tgz" | cut -f1))"
