@@ -461,42 +461,65 @@ def worker_slots(options: BenchOptions) -> list[dict]:
              gpulock.SHARERS_ENV: str(options.per_gpu)} for gpu in gpus for _ in range(options.per_gpu)]
 
 
+def out_of_gpu_memory(result: dict) -> bool:
+    """A job that ran out of GPU memory: with other judges on the GPU, their memory may be what was missing."""
+    text = " ".join(map(str, result.get("reasons") or [])).lower()
+    return result.get("status") in ("crashed", "unsupported") and "out of memory" in text
+
+
 class LocalRunner:
-    """A thread per worker slot; each job a fresh process with its slot's environment."""
+    """A thread per worker slot; each job a fresh process with its slot's environment.
+
+    Where judges share a GPU (`--per-gpu` > 1), a job that ran out of GPU memory runs once more at the end,
+    alone on its GPU: the verdict then says what the problem and candidate need, not what the neighbours held."""
 
     def __init__(self, slots: list[dict]):
         self.slots: queue.Queue = queue.Queue()
         for slot in slots:
             self.slots.put(slot)
+        self.shared = any(gpulock.ENV in slot for slot in slots)
+        self.alone = {"CUDA_VISIBLE_DEVICES": slots[0]["CUDA_VISIBLE_DEVICES"]} if self.shared else None
         self.pool = ThreadPoolExecutor(max_workers=len(slots), thread_name_prefix="kfuse-bench")
 
-    def _run(self, job: dict) -> dict:
-        slot = self.slots.get()
+    def _run(self, job: dict, slot: dict | None = None) -> dict:
+        taken = slot is None
+        slot = self.slots.get() if taken else slot
         try:
             return run_job_isolated(job, slot)
         except Exception as err:  # bench's own failure around one job (a full disk...): that job, not the run
             return {"status": "crashed", "reasons": [f"kfuse bench could not run this job: {first_line(err)}"],
                     "verdict": None, "optimized": None, "candidate_code": None, "infra": True}
         finally:
-            self.slots.put(slot)
+            if taken:
+                self.slots.put(slot)
 
     def run(self, jobs: list[tuple[object, dict]], on_start: Callable, on_done: Callable) -> None:
         futures = {}
         for tag, job in jobs:
-            futures[self.pool.submit(self._started, tag, job, on_start)] = tag
+            futures[self.pool.submit(self._started, tag, job, on_start)] = (tag, job)
         pending = set(futures)
+        again = []
         try:
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
-                    on_done(futures[future], future.result())
+                    tag, job = futures[future]
+                    result = future.result()
+                    if self.shared and out_of_gpu_memory(result):
+                        again.append((tag, job))
+                    else:
+                        on_done(tag, result)
+            self.pool.shutdown(wait=True)
+            for tag, job in again:  # every other job has finished: nothing else holds GPU memory now
+                if STOPPING.is_set():
+                    raise KeyboardInterrupt
+                on_done(tag, self._run(job, self.alone))
         except BaseException:
             for future in pending:
                 future.cancel()
             stop_running_jobs()
             self.pool.shutdown(wait=True, cancel_futures=True)
             raise
-        self.pool.shutdown(wait=True)
 
     def _started(self, tag, job, on_start):
         if STOPPING.is_set():

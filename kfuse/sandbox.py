@@ -241,6 +241,9 @@ def main(read_fd: int, write_fd: int) -> int:
             reply = {"status": refusal.status, "message": refusal.message}
         except ProblemError as err:
             reply = {"status": "usage", "message": str(err)}
+        except Exception as err:  # anything else (out of memory making the timing inputs...): a verdict, said
+            refusal = run_error(err, sandbox.who)
+            reply = {"status": refusal.status, "message": refusal.message}
         wire.send(outgoing, reply, share_cuda=True)
         del reply
         # Cached blocks go back to the driver between trials (the worker may need them for a 6 GB problem), but

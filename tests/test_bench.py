@@ -203,6 +203,32 @@ def test_each_local_worker_keeps_its_gpu(monkeypatch):
     assert 2 <= active[1] <= 3 and {gpu for _, gpu in seen} <= {"0", "1", "2"}
 
 
+def test_out_of_gpu_memory_beside_other_judges_runs_again_alone(monkeypatch, tmp_path):
+    """A job that ran out of GPU memory while judges shared the GPU is judged once more after all the others,
+    alone on the GPU (no shared lock); what it gets then is its verdict."""
+    calls = []
+
+    def fake_job(job, env=None):
+        calls.append((job["id"], dict(env)))
+        if job["id"] in (2, 5) and "KFUSE_GPU_LOCK" in env:
+            return {"status": "unsupported", "reasons": ["get_inputs() failed: OutOfMemoryError: CUDA out of memory"]}
+        if job["id"] == 5:
+            return {"status": "crashed", "reasons": ["the candidate ran out of memory (CUDA out of memory)"]}
+        return {"status": "correct", "reasons": []}
+
+    monkeypatch.setattr(bench_module, "run_job_isolated", fake_job)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    slots = worker_slots(BenchOptions(device="cuda", per_gpu=3, out=tmp_path))
+    done = []
+    LocalRunner(slots).run([(k, {"id": k}) for k in range(8)], lambda tag: None,
+                           lambda tag, result: done.append((tag, result["status"])))
+    assert dict(done) == {**{k: "correct" for k in range(8)}, 5: "crashed"}
+    assert [tag for tag, _ in done][-2:] in ([2, 5], [5, 2])  # after every shared job
+    alone = [env for tag, env in calls if "KFUSE_GPU_LOCK" not in env]
+    assert alone == [{"CUDA_VISIBLE_DEVICES": "0"}] * 2 and len(calls) == 10
+    assert not bench_module.out_of_gpu_memory({"status": "incorrect", "reasons": ["out of memory"]})
+
+
 def test_bad_input_exits(tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "notes.py").write_text("x = 1\n")
