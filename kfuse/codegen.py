@@ -211,6 +211,7 @@ class Sources:
     kernels: list[dict]          # what each generated kernel fuses
     library_calls: list[str]     # ATen ops kept as library calls (anchors and the rest)
     unfused: list[dict]          # ops left unfused, with the reason
+    sm90a: bool = False          # the CUDA source has a kernel for sm_90a (kfuse's wgmma GEMM)
 
 
 def render_kernel_body(kernel: FusedKernel) -> tuple[list[str], str]:
@@ -661,7 +662,7 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     unfused = [{"op": c.op, "node": c.node.name,
                 "reason": "anchor: runs on the vendor library, its epilogue fused after it" if c.anchor
                 else _unfused_reason(c)} for c in plan.library_calls]
-    return Sources(cpp, cuda, kernels, library, unfused)
+    return Sources(cpp, cuda, kernels, library, unfused, sm90a=gm.sm90a)
 
 
 def _step_index(plan: Plan, name: str) -> int:

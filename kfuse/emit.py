@@ -118,8 +118,8 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     cpp = sources.cpp + registration(name)
     build = [f'name="{name}"', "cpp_sources=CPP_SOURCE"]
     if sources.cuda is not None:
-        hopper = "KF_SM90A" in sources.cuda  # kfuse's GEMM has a wgmma kernel for sm_90a
-        build += ["cuda_sources=CUDA_SOURCE", 'extra_cuda_cflags=["-O3"] + ARCH_FLAGS' if hopper else 'extra_cuda_cflags=["-O3"]']
+        build += ["cuda_sources=CUDA_SOURCE",
+                  'extra_cuda_cflags=["-O3"] + ARCH_FLAGS' if sources.sm90a else 'extra_cuda_cflags=["-O3"]']
     else:
         build += ['extra_cflags=["-O3", "-fopenmp"]', 'extra_ldflags=["-fopenmp"]']
     build += ["is_python_module=False", "verbose=False", "**LIGHT_HEADERS"]
@@ -128,7 +128,7 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     if sources.cuda is not None:
         kernel_block.append(f'CUDA_SOURCE = r"""\n{sources.cuda}"""\n')
     kernel_block.append(f'CPP_SOURCE = r"""\n{cpp}"""\n')
-    if sources.cuda is not None and hopper:
+    if sources.sm90a:
         kernel_block.append(
             "# kfuse's GEMM has a Hopper kernel (wgmma, sm_90a only): when every GPU is compute capability 9.0 the file\n"
             "# is built for sm_90a (an arch flag replaces torch's default list, so this adds no second build).\n"

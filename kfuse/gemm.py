@@ -347,6 +347,7 @@ class GemmSources:
     host: str          # declarations and ATen-side wrappers
     decls: str         # structs both sides see
     expressions: str   # the pointwise expressions used, for ops' prelude selection
+    sm90a: bool = False  # a step runs the wgmma kernel: the file is built for sm_90a on Hopper
 
 
 def render(steps: list[GemmStep], target: str) -> GemmSources:
@@ -361,7 +362,8 @@ def render(steps: list[GemmStep], target: str) -> GemmSources:
         host = "".join(f"cudaError_t {s.name}_launch(const kf_gemm::Problem& p, const kf::Operand* operands, "
                        f"const kf::Shape& shape, float* workspace, int sms, cudaStream_t stream);\n"
                        f"int64_t {s.name}_workspace(const kf_gemm::Problem& p, int sms);\n" for s in steps) + host
-    return GemmSources(device, host, GEMM_DECLS, functions)
+    return GemmSources(device, host, GEMM_DECLS, functions,
+                       sm90a=target == "cuda" and any(s.config.wgmma_bn > 0 for s in steps))
 
 
 def forward_lines(step: GemmStep, names: dict[str, str]) -> list[str]:

@@ -168,7 +168,8 @@ class Sandbox:
             with torch.no_grad():
                 ms, out = time_one_call(lambda: model(*self.timing_inputs), self.device, self.flush)
         except Exception as err:
-            raise run_error(err, f"{self.who} ({name}), while being timed,")
+            who = self.who if name in ("candidate", "eager") else f"{self.who} ({name})"
+            raise run_error(err, f"{who}, while being timed,")
         self.last_output = out
         return {"ms": ms}
 

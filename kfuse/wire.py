@@ -12,7 +12,6 @@ waits on the sender's event and copies on its own GPU, instead of a round trip t
 from __future__ import annotations
 
 import io
-import os
 import select
 import struct
 import time
@@ -83,12 +82,10 @@ def _read_exactly(stream, n: int) -> bytes:
 def spin_until_readable(stream, seconds: float) -> None:
     """Busy-wait up to `seconds` for the next message instead of sleeping in read().
 
-    Used around timed calls only: a process that slept in read() wakes on a cold (often another) CPU core, and the
-    host work of the call it then times costs 30-60 us more than in a process that never slept, which timed the
-    candidate's process slower than the reference's for the same kernel. Spinning keeps both sides as warm as one
-    process timing itself."""
-    if os.environ.get("KFUSE_TIMING_SPIN", "1") == "0":
-        return
+    Used around timed calls only, so that a process does not time its next call straight after waking from a sleep
+    (on another CPU core, with cold caches). On an H100 it moved the candidate's ReLU from 0.97-0.98x to
+    0.99-1.00x eager (results/timing-spin-...log); the rest of that bias went with timing eager in a process of its
+    own as well (kfuse.sandbox)."""
     fd, deadline = stream.fileno(), time.perf_counter() + seconds
     while not select.select([fd], [], [], 0)[0] and time.perf_counter() < deadline:
         pass

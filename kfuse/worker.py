@@ -261,7 +261,8 @@ class Judgement:
         with self.gpu.exclusive():
             ceilings = roofline.device_ceilings(self.device)  # measured once per device: a timing of its own
             stats = self._timed_rounds(plan, base, reference["timed"])
-        self.timer.close()
+        self.timer.close()  # its GPU memory back before the checks below
+        self.timer = None
         timing = self._after_timing(stats, base, inputs, ceilings)
         return {**timing, "compile_s": reference["compile_s"], "compile_errors": reference["compile_errors"]}
 
