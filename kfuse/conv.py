@@ -13,7 +13,10 @@ Printing, CUDA: an implicit GEMM on FFMA (exact fp32; on the suite's problems bi
   fly, zero outside the padding) by one pixel column per thread, loads of the next step in flight during the
   FFMAs of this one. Groups with few output channels (depthwise) take a direct kernel: one thread per output.
   A 3xTF32 tensor-core variant (mma.sync, operands split into TF32 pairs) is kept behind CONV_TENSOR_CORES: it
-  measured 7% faster on the seed and 7% slower on a large-K problem, so FFMA is the default.
+  measured 7% faster on the seed and 7% slower on a large-K problem, so FFMA is the default for exact fp32.
+  Where PyTorch lets cuDNN use TF32 for convolutions (its default: DESIGN.md §5, and what eager runs), the same
+  tensor-core kernel runs one TF32 product instead of three: the flag is read per call (kf::conv_allows_tf32),
+  so turning it off in PyTorch gives the FFMA kernel's exact fp32 here too.
   On an H100 cuDNN's fp32 kernels are faster than both (results/conv-kernels-*.md): on CUDA the planner uses these
   kernels only for files of bare convolutions, which would otherwise get no candidate (_kernels_on_cuda).
   Small filters (2D, groups 1, C_in*kh*kw <= 160, >= 16 output channels: small_filter_tile) take a direct kernel
@@ -343,6 +346,24 @@ inline void conv_operands(const Operand* o, const Shape& shape, int count, int s
 }  // namespace kf
 """
 
+# Whether PyTorch lets convolutions use TF32 now, asked the way its cuDNN convolutions ask (per op since torch 2.9,
+# one cuDNN flag before; the flag-less question is deprecated there and fails when conv and RNN settings differ).
+CONV_CUDA_HOST_RUNTIME = r"""
+#include <ATen/Context.h>
+#if __has_include(<torch/headeronly/version.h>)
+#include <torch/headeronly/version.h>
+#endif
+namespace kf {
+inline bool conv_allows_tf32() {
+#if defined(TORCH_VERSION_MAJOR) && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 9)
+    return at::globalContext().allowTF32CuDNN(at::Float32Op::CONV);
+#else
+    return at::globalContext().allowTF32CuDNN();
+#endif
+}
+}  // namespace kf
+"""
+
 # The CUDA kernels, templated on the epilogue functor: `epi(sum, n, c, s, g)` gives the value written.
 CONV_CUDA_TEMPLATES = r"""
 namespace kf {
@@ -529,9 +550,17 @@ __device__ __forceinline__ void mma_tf32(float* c, const uint32_t* a, const uint
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// Implicit GEMM on tensor cores, 3xTF32 (fp32 accuracy): a block computes 64 output channels x 128 pixels; each
-// of its 8 warps 32 x 32 as 2 x 4 m16n8k8 tiles, operands split into TF32 pairs as they leave shared memory.
-template <bool TRANSPOSED, class Epilogue>
+// x rounded to TF32 (what one TF32 tensor-core product reads: 10 mantissa bits, rounded to nearest)
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+// Implicit GEMM on tensor cores: a block computes 64 output channels x 128 pixels; each of its 8 warps 32 x 32 as
+// 2 x 4 m16n8k8 tiles. PASSES 3: 3xTF32 (fp32 accuracy), operands split into TF32 pairs as they leave shared
+// memory; PASSES 1: plain TF32 (PyTorch's default precision for convolutions), one product per tile.
+template <int PASSES, bool TRANSPOSED, class Epilogue>
 __global__ void __launch_bounds__(CONV_THREADS, 2)
 conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g, const Epilogue epi,
               float* __restrict__ out) {
@@ -564,26 +593,37 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
         #pragma unroll
         for (int ks = 0; ks < BK; ks += 8) {
             uint32_t a_big[2][4], a_small[2][4], b_big[4][2], b_small[4][2];
+            // A (row-major 16x8): (gr, tq), (gr+8, tq), (gr, tq+4), (gr+8, tq+4); B (column-major 8x8): (tq, gr),
+            // (tq+4, gr)
             #pragma unroll
-            for (int i = 0; i < 2; ++i) {  // A (row-major 16x8): (gr, tq), (gr+8, tq), (gr, tq+4), (gr+8, tq+4)
+            for (int i = 0; i < 2; ++i) {
                 const int m = wm + i * 16 + gr;
-                split_tf32(As[buf][ks + tq][m], a_big[i][0], a_small[i][0]);
-                split_tf32(As[buf][ks + tq][m + 8], a_big[i][1], a_small[i][1]);
-                split_tf32(As[buf][ks + tq + 4][m], a_big[i][2], a_small[i][2]);
-                split_tf32(As[buf][ks + tq + 4][m + 8], a_big[i][3], a_small[i][3]);
+                const float a[4] = {As[buf][ks + tq][m], As[buf][ks + tq][m + 8], As[buf][ks + tq + 4][m],
+                                    As[buf][ks + tq + 4][m + 8]};
+                #pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    if constexpr (PASSES == 3) split_tf32(a[r], a_big[i][r], a_small[i][r]);
+                    else a_big[i][r] = to_tf32(a[r]);
+                }
             }
             #pragma unroll
-            for (int j = 0; j < 4; ++j) {  // B (column-major 8x8): (tq, gr), (tq+4, gr)
+            for (int j = 0; j < 4; ++j) {
                 const int n = wn + j * 8 + gr;
-                split_tf32(Bs[buf][ks + tq][n], b_big[j][0], b_small[j][0]);
-                split_tf32(Bs[buf][ks + tq + 4][n], b_big[j][1], b_small[j][1]);
+                const float b[2] = {Bs[buf][ks + tq][n], Bs[buf][ks + tq + 4][n]};
+                #pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    if constexpr (PASSES == 3) split_tf32(b[r], b_big[j][r], b_small[j][r]);
+                    else b_big[j][r] = to_tf32(b[r]);
+                }
             }
             #pragma unroll
             for (int i = 0; i < 2; ++i)
                 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
-                    mma_tf32(acc[i][j], a_small[i], b_big[j]);
-                    mma_tf32(acc[i][j], a_big[i], b_small[j]);
+                    if constexpr (PASSES == 3) {
+                        mma_tf32(acc[i][j], a_small[i], b_big[j]);
+                        mma_tf32(acc[i][j], a_big[i], b_small[j]);
+                    }
                     mma_tf32(acc[i][j], a_big[i], b_big[j]);
                 }
         }
@@ -786,10 +826,12 @@ bool conv2d_small_filter_forward(const float* x, const float* w, const ConvGeom&
 }
 
 // Picks the kernel: the GEMM tile that wastes fewest channel rows, or the direct kernel for tiny groups (and
-// for more channel tiles than a grid's y dimension holds).
+// for more channel tiles than a grid's y dimension holds). tf32: PyTorch allows TF32 convolutions (groups of more
+// than 16 output channels then take the TF32 tensor-core kernel: with 17-32 channels half its 64 rows idle,
+// still fewer instructions than the FFMA kernel's).
 template <bool TRANSPOSED, class Epilogue>
-void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out, int sms,
-                  cudaStream_t stream) {
+void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out, bool tf32,
+                  int sms, cudaStream_t stream) {
     const int bm = g.out_per_group > 32 ? 64 : g.out_per_group > 16 ? 32 : 16;
     if (g.out_per_group < CONV_DIRECT_BELOW || g.groups * ((g.out_per_group + bm - 1) / bm) > 65535) {
         const int64_t total = g.pixels * g.out_channels;
@@ -797,10 +839,14 @@ void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilo
         conv_direct<TRANSPOSED, Epilogue><<<blocks, 256, 0, stream>>>(x, w, g, epi, out);
         return;
     }
+    const dim3 tc_grid((unsigned)((g.pixels + 127) / 128), (unsigned)(g.groups * ((g.out_per_group + 63) / 64)));
+    if (tf32 && g.out_per_group > 16 && tc_grid.y <= 65535) {
+        conv_igemm_tc<1, TRANSPOSED, Epilogue><<<tc_grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
+        return;
+    }
     if constexpr (CONV_TENSOR_CORES) {
         if (g.out_per_group > 32) {
-            const dim3 grid((unsigned)((g.pixels + 127) / 128), (unsigned)(g.groups * ((g.out_per_group + 63) / 64)));
-            conv_igemm_tc<TRANSPOSED, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
+            conv_igemm_tc<3, TRANSPOSED, Epilogue><<<tc_grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
             return;
         }
     }
@@ -902,8 +948,8 @@ def _launcher(kernel: ConvKernel, target: str) -> str:
     transposed = "true" if kernel.transposed else "false"
     if target == "cuda":
         signature = (f"void {kernel.name}_launch(const float* x, const float* w, const kf::ConvGeom& g, "
-                     f"const kf::ConvOperand* o, float* out, int sms, cudaStream_t stream)")
-        call = f"    kf::conv_forward<{transposed}>(x, w, g, epi, out, sms, stream);\n"
+                     f"const kf::ConvOperand* o, float* out, bool tf32, int sms, cudaStream_t stream)")
+        call = f"    kf::conv_forward<{transposed}>(x, w, g, epi, out, tf32, sms, stream);\n"
         if kernel.small_filter is not None:  # the model's filter: the direct kernel; another: the general one
             call = (f"    if (kf::conv2d_small_filter_forward<{kernel.small_filter.template_arguments}>"
                     f"(x, w, g, epi, out, stream)) return;\n" + call)
@@ -923,7 +969,7 @@ def _host_wrapper(kernel: ConvKernel, target: str) -> str:
     ints = lambda v: "{" + ", ".join(str(x) for x in v) + "}"  # noqa: E731
     if target == "cuda":
         launch = (f"    {kernel.name}_launch(x.data_ptr<float>(), w.data_ptr<float>(), g, conv_ops, "
-                  f"out.data_ptr<float>(),\n        kf::sm_count(out.get_device()), "
+                  f"out.data_ptr<float>(),\n        kf::conv_allows_tf32(), kf::sm_count(out.get_device()), "
                   f"c10::cuda::getCurrentCUDAStream());\n    C10_CUDA_KERNEL_LAUNCH_CHECK();\n")
     else:
         launch = (f"    {kernel.name}_launch(x.data_ptr<float>(), w.data_ptr<float>(), g, conv_ops, "
@@ -963,9 +1009,10 @@ def render(kernels: list[ConvKernel], target: str) -> ConvSources:
     declarations = ""
     if target == "cuda":
         declarations = "".join(f"void {k.name}_launch(const float* x, const float* w, const kf::ConvGeom& g, "
-                               f"const kf::ConvOperand* o, float* out, int sms, cudaStream_t stream);\n"
+                               f"const kf::ConvOperand* o, float* out, bool tf32, int sms, cudaStream_t stream);\n"
                                for k in kernels)
-    host = CONV_HOST_RUNTIME + declarations + "".join(_host_wrapper(k, target) for k in kernels)
+    runtime = CONV_HOST_RUNTIME + (CONV_CUDA_HOST_RUNTIME if target == "cuda" else "")
+    host = runtime + declarations + "".join(_host_wrapper(k, target) for k in kernels)
     return ConvSources(CONV_COMMON, functions, templates + functors + launchers, host, declarations)
 
 

@@ -62,8 +62,11 @@ def test_bare_convolutions_are_kernels_on_cuda(tmp_path):
     # a file of library calls alone is no candidate: the convolution becomes kfuse's kernel
     cuda, text = sources("conv2d_strided_grouped", tmp_path)
     assert [k["name"] for k in cuda.kernels] == ["fused_conv2d"] and cuda.library_calls == []
-    assert "kf::conv_forward<false>(x, w, g, epi, out, sms, stream)" in text["CUDA_SOURCE"]
+    assert "kf::conv_forward<false>(x, w, g, epi, out, tf32, sms, stream)" in text["CUDA_SOURCE"]
     assert "C10_CUDA_KERNEL_LAUNCH_CHECK" in text["CPP_SOURCE"]
+    # TF32 exactly when PyTorch's own convolutions may use it, asked at every call
+    assert "kf::conv_allows_tf32(), kf::sm_count(" in text["CPP_SOURCE"]
+    assert "conv_igemm_tc<1, TRANSPOSED, Epilogue>" in text["CUDA_SOURCE"]
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
@@ -128,7 +131,7 @@ def test_small_filters_take_the_direct_kernel_on_cuda(conv, shape, template, tmp
         assert result.library_calls == []
         # the model's filter runs the direct kernel; another geometry falls back to the general one
         assert f"if (kf::conv2d_small_filter_forward<{template}>(x, w, g, epi, out, stream)) return;" in text
-        assert "kf::conv_forward<false>(x, w, g, epi, out, sms, stream)" in text
+        assert "kf::conv_forward<false>(x, w, g, epi, out, tf32, sms, stream)" in text
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
