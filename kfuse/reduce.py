@@ -293,9 +293,7 @@ REDUCE_DEVICE_RUNTIME = r"""
 namespace kf {
 struct RConfig { bool column; int group; int splits; unsigned blocks; unsigned threads; };
 // column: the kept dim is the contiguous one (a 32x8 block covers 32 rows); else `group` threads per row (a warp
-// for rows up to 2048 elements, the whole block for longer ones). Few rows and long reductions split the reduced
-// range. A warp per row needs no __syncthreads and computes each row's offsets in 32 threads, not 128: with
-// 128-thread groups, 1024-element min/argmin rows ran at 39% of the copy roofline on an H100 (suite, 2026-11-22).
+// for short rows, the whole block for long ones). Few rows and long reductions split the reduced range.
 inline RConfig reduce_config(const RGeom& g, bool column, int sms) {
     RConfig c;
     c.column = column;
@@ -307,12 +305,12 @@ inline RConfig reduce_config(const RGeom& g, bool column, int sms) {
         c.group = 8;
         c.threads = 256;
         c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>(tiles * c.splits, (int64_t)sms * 16));
-    } else if (g.rlen <= 2048) {
+    } else if (g.rlen <= 256) {
         c.group = 32;
         c.threads = 256;
         c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((g.rows + 7) / 8, (int64_t)sms * 16));
     } else {
-        c.group = g.rlen <= 16384 ? 256 : 512;
+        c.group = g.rlen <= 2048 ? 128 : (g.rlen <= 16384 ? 256 : 512);
         c.threads = c.group;
         if (g.rows < target && g.rlen >= (int64_t)16 * c.group)
             c.splits = (int)std::max<int64_t>(1, std::min<int64_t>((target + g.rows - 1) / g.rows, g.rlen / (8 * c.group)));
