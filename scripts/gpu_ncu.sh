@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ncu on one kernel of an emitted ModelNew: speed of light, compute pipes, and the tensor pipes' activity.
 #
-#   scripts/gpu_ncu.sh PROBLEM.py KERNEL_REGEX OUT.txt      (on the device, from the repo root)
+#   [PRECISION=tf32] scripts/gpu_ncu.sh PROBLEM.py KERNEL_REGEX OUT.txt      (on the device, from the repo root)
 #
 # Optimizes PROBLEM for CUDA, runs ModelNew three times on get_inputs() and profiles the third launch of the
 # kernels whose name matches KERNEL_REGEX. Two passes: the sections, then the tensor-pipe metrics by pattern
@@ -10,7 +10,7 @@ set -uo pipefail
 problem=$1 kernel=$2 out=$3
 export PYTHONPATH=$PWD
 work=$(mktemp -d)
-python3 -m kfuse optimize "$problem" -o "$work/model_new.py" --device cuda --no-check > "$work/optimize.log" 2>&1 \
+python3 -m kfuse optimize "$problem" -o "$work/model_new.py" --device cuda --precision "${PRECISION:-fp32}" --no-check > "$work/optimize.log" 2>&1 \
     || { cat "$work/optimize.log"; exit 1; }
 cat > "$work/drive.py" <<'PY'
 import runpy, sys
