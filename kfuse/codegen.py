@@ -326,31 +326,45 @@ void {kernel.name}_launch(const kf::Operand* o, const kf::Shape& shape, float* o
 def _channels_last_kernel(kernel: FusedKernel) -> str:
     """The kernel for a channels-last input ([N][S][C] in memory, S the spatial positions) and a contiguous
     result ([N][C][S]): a 32x32 tile passes through shared memory, so reads and writes both coalesce. Other
-    operands are read at the result's coordinates (n, c, spatial position) through their strides."""
+    operands are read at the result's element index like the NCHW kernel reads them (kf::load: one value, laid
+    out like the result, or one per channel); strided ones, through their strides, in the GENERAL instantiation
+    only. Why two: indexing an operand's stride array with a loop variable put the operand structs in local
+    memory (per thread), and that traffic made the kernel 6x slower than its bytes (4.19 ms against a replica's
+    0.67 ms on suite/level2/1_Conv2d_ReLU_BiasAdd, H100: results/probes-NVIDIA-H100-80GB-HBM3-2026-11-22-s3.md)."""
     n = len(kernel.inputs)
     source = kernel.inputs.index(kernel.channels_last_input)
     operands = ", ".join(f"kf::Operand o{k}" for k in range(n))
     others = [k for k in range(n) if k != source]
     offsets = ""
     if others:
-        decl = "".join(f"                index_t off{k} = (index_t)n * o{k}.strides[0] + (index_t)c * o{k}.strides[1];\n"
+        decl = "".join(f"                    index_t off{k} = (index_t)n * o{k}.strides[0] + (index_t)c * o{k}.strides[1];\n"
                        for k in others)
         acc = "".join(f" off{k} += x * o{k}.strides[d];" for k in others)
-        offsets = (f"{decl}                index_t rest = (index_t)s;\n"
-                   f"                for (int d = shape.ndim - 1; d >= 2; --d) {{\n"
-                   f"                    const index_t x = rest % (index_t)shape.sizes[d];\n"
-                   f"                    rest /= (index_t)shape.sizes[d];{acc}\n"
-                   f"                }}\n")
-    loads = ", ".join("tile[threadIdx.x][i]" if k == source else f"o{k}.data[o{k}.step ? off{k} : 0]"
-                      for k in range(n))
+        offsets = (f"                if constexpr (GENERAL) {{\n"
+                   f"{decl}                    index_t rest = (index_t)s;\n"
+                   f"                    for (int d = shape.ndim - 1; d >= 2; --d) {{\n"
+                   f"                        const index_t x = rest % (index_t)shape.sizes[d];\n"
+                   f"                        rest /= (index_t)shape.sizes[d];{acc}\n"
+                   f"                    }}\n"
+                   + "".join(f"                    v{k} = o{k}.data[o{k}.step ? off{k} : 0];\n" for k in others)
+                   + "                } else {\n"
+                   + "".join(f"                    v{k} = per_channel(o{k}) ? o{k}.data[c * o{k}.stride] : kf::load(o{k}, at);\n"
+                             for k in others)
+                   + "                }\n")
+    values = "".join(f"                float v{k};\n" for k in others)
+    loads = ", ".join("tile[threadIdx.x][i]" if k == source else f"v{k}" for k in range(n))
     args = ", ".join(f"o[{k}]" for k in range(n))
+    general = " || ".join(f"o[{k}].step < 0" for k in others) or "false"
+    per_channel = ("    // one value per channel (a bias): read at c, without kf::load's two divisions per element\n"
+                   "    auto per_channel = [&](const kf::Operand& o) "
+                   "{ return o.step == 2 && o.inner == spatial && o.count == channels; };\n") if others else ""
     return f"""
-template <typename index_t>
+template <typename index_t, bool GENERAL>
 __global__ void {kernel.name}_from_channels_last({operands}, kf::Shape shape, float* __restrict__ out) {{
     __shared__ float tile[32][33];  // one padding column: the transposed reads hit 32 different banks
     const int64_t channels = shape.sizes[1], spatial = shape.numel / (shape.sizes[0] * channels);
     const int64_t s0 = (int64_t)blockIdx.x * 32, c0 = (int64_t)blockIdx.y * 32;
-    for (int64_t n = blockIdx.z; n < shape.sizes[0]; n += gridDim.z) {{
+{per_channel}    for (int64_t n = blockIdx.z; n < shape.sizes[0]; n += gridDim.z) {{
         const float* src = o{source}.data + n * spatial * channels;
         for (int i = threadIdx.y; i < 32; i += blockDim.y) {{
             const int64_t s = s0 + i, c = c0 + threadIdx.x;
@@ -360,8 +374,8 @@ __global__ void {kernel.name}_from_channels_last({operands}, kf::Shape shape, fl
         for (int i = threadIdx.y; i < 32; i += blockDim.y) {{
             const int64_t c = c0 + i, s = s0 + threadIdx.x;
             if (s < spatial && c < channels) {{
-{offsets}                out[((index_t)n * (index_t)channels + (index_t)c) * (index_t)spatial + (index_t)s] =
-                    {kernel.name}_op({loads});
+                const index_t at = ((index_t)n * (index_t)channels + (index_t)c) * (index_t)spatial + (index_t)s;
+{values}{offsets}                out[at] = {kernel.name}_op({loads});
             }}
         }}
         __syncthreads();
@@ -374,8 +388,11 @@ void {kernel.name}_launch_from_channels_last(const kf::Operand* o, const kf::Sha
     const dim3 threads(32, 8);
     const dim3 blocks((unsigned)((spatial + 31) / 32), (unsigned)((channels + 31) / 32),
                       (unsigned)std::min<int64_t>(shape.sizes[0], 65535));
-    if (small_index) {kernel.name}_from_channels_last<int32_t><<<blocks, threads, 0, stream>>>({args}, shape, out);
-    else {kernel.name}_from_channels_last<int64_t><<<blocks, threads, 0, stream>>>({args}, shape, out);
+    const bool general = {general};
+    if (small_index && !general) {kernel.name}_from_channels_last<int32_t, false><<<blocks, threads, 0, stream>>>({args}, shape, out);
+    else if (small_index) {kernel.name}_from_channels_last<int32_t, true><<<blocks, threads, 0, stream>>>({args}, shape, out);
+    else if (!general) {kernel.name}_from_channels_last<int64_t, false><<<blocks, threads, 0, stream>>>({args}, shape, out);
+    else {kernel.name}_from_channels_last<int64_t, true><<<blocks, threads, 0, stream>>>({args}, shape, out);
 }}
 """
 

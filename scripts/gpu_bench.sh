@@ -5,7 +5,8 @@
 #   scripts/gpu_bench.sh STATE SECONDS PER_GPU [PATHS...]     (on the device, from the repo root)
 #
 # STATE/out is the bench's --out folder (carry STATE to the next call); the packed copy is $OUT/state.tgz and
-# the report files are also copied to $OUT/ (results.json, report.html, *.png).
+# the report files are also copied to $OUT/ (results.json, report.html, *.png). Leave ~60 s of the call's limit
+# beyond SECONDS for the interrupted judges to stop and the state to be packed (570 of 600 ran out).
 set -uo pipefail
 state=$1 seconds=$2 per_gpu=$3
 shift 3
@@ -16,7 +17,7 @@ pack() { tar czf "${OUT:-/tmp}/state.tgz.part" --exclude=locks "$state" && mv "$
 # Packed every minute as well: a call cut short by the device's own limit still brings back what finished.
 (while sleep 60; do pack; done) &
 packer=$!
-timeout -s INT -k 60 "$seconds" python3 -m kfuse bench "$@" --out "$state/out" \
+timeout -s INT -k 20 "$seconds" python3 -m kfuse bench "$@" --out "$state/out" \
     --per-gpu "$per_gpu" --min-seconds 0.5 2>&1 | tail -n 150
 status=${PIPESTATUS[0]}
 kill $packer 2>/dev/null; wait $packer 2>/dev/null

@@ -135,6 +135,25 @@ def test_small_filters_take_the_direct_kernel_on_cuda(conv, shape, template, tmp
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_channels_last_epilogue_keeps_its_operands_out_of_local_memory(tmp_path):
+    """Indexing an operand's strides with a loop variable copied the operand structs to local memory, per thread:
+    6x the kernel's bytes on an H100. Only the GENERAL instantiation (strided operands) may keep that loop."""
+    _, text = sources("conv_div_leaky", tmp_path, precision="tf32")
+    cu = tmp_path / "kernels.cu"
+    cu.write_text(text["CUDA_SOURCE"])
+    done = subprocess.run([NVCC, "-c", "-O3", "-arch=sm_90", "-Xptxas", "-v", str(cu), "-o", str(tmp_path / "k.o")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    frames = {}
+    for entry in (done.stdout + done.stderr).split("Compiling entry function")[1:]:
+        name = entry.split("'")[1]
+        if "from_channels_last" in name:
+            frames[name] = entry.split(" bytes stack frame")[0].rsplit(None, 1)[-1]
+    plain = [frame for name, frame in frames.items() if "Lb0E" in name]  # template argument GENERAL = false
+    assert len(frames) == 4 and plain == ["0", "0"], frames
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 def test_nvcc_compiles_the_small_filter_kernel(tmp_path):
     problem = conv_problem(tmp_path, "seed_like", "Conv2d(8, 64, 3)", (2, 8, 19, 23))
     result = optimize(problem, tmp_path / "seed_like_new.py", "cuda")
