@@ -23,25 +23,20 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from kfuse.problem import L2Flush, time_one_call  # noqa: E402
+
 CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
 
 
-def timed(fn, flush: torch.Tensor, trials: int = 20) -> float:
+def timed(fn, flush: L2Flush, trials: int = 20) -> float:
+    """Median ms of `trials` calls, each timed as the judge times one (kfuse.problem.time_one_call)."""
     for _ in range(3):
         fn()
-    times = []
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(trials):
-        flush.fill_(1.0)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return statistics.median(time_one_call(fn, torch.device("cuda"), flush)[0] for _ in range(trials))
 
 
-def survey(path: Path, flush: torch.Tensor) -> dict | None:
+def survey(path: Path, flush: L2Flush) -> dict | None:
     ns = runpy.run_path(str(path))
     torch.manual_seed(0)
     model = ns["Model"](*ns["get_init_inputs"]())
@@ -83,7 +78,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     files = sorted(f for p in args.paths for f in ([p] if p.is_file() else p.glob("*.py")))
-    flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size // 4, device="cuda")
+    flush = L2Flush(torch.device("cuda"))
     rows = []
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; ms medians, errors max abs vs float64")
     print(f"{'problem':48s} {'nchw':>7s} {'fp32':>7s} {'cl':>7s} {'to_cl':>6s} {'err nchw':>9s} {'err cl':>9s} parity")

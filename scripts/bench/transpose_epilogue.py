@@ -22,9 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
+from pathlib import Path
 
 import torch
 from torch.utils.cpp_extension import load_inline
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from kfuse.problem import L2Flush, time_one_call  # noqa: E402
 
 CUDA = r"""
 #include <cuda_runtime.h>
@@ -32,17 +37,30 @@ CUDA = r"""
 
 __device__ __forceinline__ float epi(float x, float cb, float b) { return fmaxf(x + cb, 0.0f) + b; }
 
+// positions [s0, s0 + 32) x channels [c0, c0 + 32) of one channels-last image into a shared tile (coalesced on c)
+__device__ __forceinline__ void load_tile(float (*tile)[33], const float* in, int s0, int c0, int C, int S) {
+    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+        const int s = s0 + i, c = c0 + threadIdx.x;
+        if (s < S && c < C) tile[i][threadIdx.x] = in[(int64_t)s * C + c];
+    }
+}
+
+// the tile written transposed into image n of the NCHW output (coalesced on s), through the epilogue
+__device__ __forceinline__ void store_tile(const float (*tile)[33], const float* cb, const float* b, int s0, int c0,
+                                           int C, int S, int64_t n, float* out) {
+    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+        const int c = c0 + i, s = s0 + threadIdx.x;
+        if (s < S && c < C) out[((int64_t)n * C + c) * S + s] = epi(tile[threadIdx.x][i], cb[c], b[c]);
+    }
+}
+
 // kfuse's emitted form: per-channel operands addressed through a division of the spatial index
 __global__ void tile32_div(const float* src, const float* cb, const float* b, int C, int S, int H, int W,
                            int spatial_stride, float* out) {
     __shared__ float tile[32][33];
     const int s0 = blockIdx.x * 32, c0 = blockIdx.y * 32;
     const int n = blockIdx.z;
-    const float* in = src + (int64_t)n * S * C;
-    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
-        const int s = s0 + i, c = c0 + threadIdx.x;
-        if (s < S && c < C) tile[i][threadIdx.x] = in[(int64_t)s * C + c];
-    }
+    load_tile(tile, src + (int64_t)n * S * C, s0, c0, C, S);
     __syncthreads();
     for (int i = threadIdx.y; i < 32; i += blockDim.y) {
         const int c = c0 + i, s = s0 + threadIdx.x;
@@ -73,16 +91,9 @@ __global__ void tile32(const float* src, const float* cb, const float* b, int C,
         st = blockIdx.x; ct = blockIdx.y; n = blockIdx.z;
     }
     const int s0 = st * 32, c0 = ct * 32;
-    const float* in = src + (int64_t)n * S * C;
-    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
-        const int s = s0 + i, c = c0 + threadIdx.x;
-        if (s < S && c < C) tile[i][threadIdx.x] = in[(int64_t)s * C + c];
-    }
+    load_tile(tile, src + (int64_t)n * S * C, s0, c0, C, S);
     __syncthreads();
-    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
-        const int c = c0 + i, s = s0 + threadIdx.x;
-        if (s < S && c < C) out[((int64_t)n * C + c) * S + s] = epi(tile[threadIdx.x][i], cb[c], b[c]);
-    }
+    store_tile(tile, cb, b, s0, c0, C, S, n, out);
 }
 
 // 32 channels x 128 positions per block, one 32 x 32 tile at a time
@@ -93,15 +104,9 @@ __global__ void strip4(const float* src, const float* cb, const float* b, int C,
     for (int part = 0; part < 4; ++part) {
         const int s0 = (blockIdx.x * 4 + part) * 32;
         if (s0 >= S) break;
-        for (int i = threadIdx.y; i < 32; i += blockDim.y) {
-            const int s = s0 + i, c = c0 + threadIdx.x;
-            if (s < S && c < C) tile[i][threadIdx.x] = in[(int64_t)s * C + c];
-        }
+        load_tile(tile, in, s0, c0, C, S);
         __syncthreads();
-        for (int i = threadIdx.y; i < 32; i += blockDim.y) {
-            const int c = c0 + i, s = s0 + threadIdx.x;
-            if (s < S && c < C) out[((int64_t)n * C + c) * S + s] = epi(tile[threadIdx.x][i], cb[c], b[c]);
-        }
+        store_tile(tile, cb, b, s0, c0, C, S, n, out);
         __syncthreads();
     }
 }
@@ -112,15 +117,9 @@ __global__ void allc(const float* src, const float* cb, const float* b, int C, i
     const int s0 = blockIdx.x * 32, n = blockIdx.y;
     const float* in = src + (int64_t)n * S * C;
     for (int c0 = 0; c0 < C; c0 += 32) {
-        for (int i = threadIdx.y; i < 32; i += blockDim.y) {
-            const int s = s0 + i, c = c0 + threadIdx.x;
-            if (s < S && c < C) tile[i][threadIdx.x] = in[(int64_t)s * C + c];
-        }
+        load_tile(tile, in, s0, c0, C, S);
         __syncthreads();
-        for (int i = threadIdx.y; i < 32; i += blockDim.y) {
-            const int c = c0 + i, s = s0 + threadIdx.x;
-            if (s < S && c < C) out[((int64_t)n * C + c) * S + s] = epi(tile[threadIdx.x][i], cb[c], b[c]);
-        }
+        store_tile(tile, cb, b, s0, c0, C, S, n, out);
         __syncthreads();
     }
 }
@@ -176,19 +175,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("launch", &launch); }
 VARIANTS = ["tile32_div", "tile32", "tile32_c_fastest", "strip4", "allc", "nchw_vec4 (for scale)"]
 
 
-def timed(fn, flush: torch.Tensor, trials: int = 30) -> float:
+def timed(fn, flush: L2Flush, trials: int = 30) -> float:
+    """Median ms of `trials` calls, each timed as the judge times one (kfuse.problem.time_one_call)."""
     for _ in range(3):
         fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(trials):
-        flush.fill_(1.0)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return statistics.median(time_one_call(fn, torch.device("cuda"), flush)[0] for _ in range(trials))
 
 
 def main() -> None:
@@ -197,7 +188,7 @@ def main() -> None:
     args = parser.parse_args()
     ext = load_inline("kfuse_transpose_epilogue_bench", cpp_sources=CPP, cuda_sources=CUDA,
                       extra_cuda_cflags=["-O3"], verbose=False)
-    flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size // 4, device="cuda")
+    flush = L2Flush(torch.device("cuda"))
     rows = []
     for (n, c, h, w) in [(3, 40, 17, 19), (128, 64, 126, 126)]:
         x = torch.randn(n, c, h, w, device="cuda").contiguous(memory_format=torch.channels_last)
