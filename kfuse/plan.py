@@ -222,8 +222,8 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
             kernel.write_into = _reusable_buffer(kernel, steps)
             _move_conv_bias(kernel, steps)
             kernel.name = _unique(_kernel_name(kernel), names)
-            if target == "cuda" and precision == "tf32":
-                _read_conv_channels_last(kernel, steps)
+            if target == "cuda":
+                _read_conv_channels_last(kernel, steps, precision)
     from kfuse import window  # pooling and scans absorb the pointwise kernels around them (kfuse/window.py)
     steps = window.fuse_windows(steps, nodes, _epochs(nodes))
     for kernel in steps:
@@ -258,13 +258,37 @@ def _anchor_written(kernel: FusedKernel, steps: list[Step]) -> LibraryCall | Non
     return next((s for s in steps if isinstance(s, LibraryCall) and s.node.name == kernel.write_into), None)
 
 
-def _read_conv_channels_last(kernel: FusedKernel, steps: list[Step]) -> None:
+# fp32 policy: channels-last only where eager's own NCHW convolution already runs in TF32 (PyTorch's default for
+# cuDNN), so the faster layout costs no precision. Measured on an H100 (scripts/gpu_conv_layout_survey.py,
+# results/probes-NVIDIA-H100-80GB-HBM3-2026-11-22-s3.md): every suite convolution with groups 1 and a reduction
+# of K = C_in * taps >= 288 was TF32 in NCHW and 1.2-2.1x faster channels-last, with the same error; the seed
+# (K = 72) was exact fp32 in NCHW, and its channels-last TF32 output fails the parity rule. A frozen rule until
+# the autotuner measures it per problem.
+CHANNELS_LAST_MIN_K = 256
+
+
+def _read_conv_channels_last(kernel: FusedKernel, steps: list[Step], precision: str) -> None:
     """A 2D/3D convolution feeding this kernel alone runs channels-last; the kernel transposes as it goes."""
     call = _anchor_written(kernel, steps)
     if call is None or str(call.node.target) not in CHANNELS_LAST_CONVS or tensor_meta(call.node).dim() not in (4, 5):
         return  # (an unbatched input has no channels-last layout)
+    if precision != "tf32" and not _eager_conv_is_tf32(call.node):
+        return
     call.channels_last = True
     kernel.channels_last_input, kernel.write_into = kernel.write_into, None
+
+
+def _eager_conv_is_tf32(node: torch.fx.Node) -> bool:
+    """CHANNELS_LAST_MIN_K's rule: groups 1 and a long reduction (C_in * taps)."""
+    args = list(node.args) + [None] * 7
+    groups = args[6] if args[6] is not None else node.kwargs.get("groups", 1)
+    weight = tensor_meta(args[1])
+    if groups != 1 or weight is None:
+        return False
+    k = 1
+    for size in weight.shape[1:]:
+        k *= int(size)
+    return k >= CHANNELS_LAST_MIN_K
 
 
 def _is_dead_assert(node: torch.fx.Node) -> bool:

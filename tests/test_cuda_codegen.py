@@ -243,3 +243,16 @@ def test_nvcc_compiles_the_wgmma_gemm_for_sm_90a(tmp_path):
                            "-o", str(tmp_path / "kernels.o"), "-Xptxas", "-v"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "gemm_3xtf32_wgmma" in done.stderr  # the kernel was compiled, not compiled out
+
+
+def test_fp32_convolutions_run_channels_last_where_eager_is_tf32_anyway(tmp_path):
+    """plan.CHANNELS_LAST_MIN_K: K = C_in * taps >= 256 and groups 1 go channels-last under the fp32 policy (eager's
+    NCHW cuDNN call is TF32 there already); a short K (the seed's 72) keeps its exact-fp32 plan."""
+    long_k = conv_problem(tmp_path, "long_k", "Conv2d(32, 64, 3)", (2, 32, 19, 23))
+    result = optimize(long_k, tmp_path / "long_k_new.py", "cuda")
+    assert result.kernels[0]["reads_channels_last"] == "conv2d" and result.kernels[0]["in_place_into"] is None
+    assert "x.contiguous(at::MemoryFormat::ChannelsLast)" in result.path.read_text()
+    grouped = conv_problem(tmp_path, "grouped", "Conv2d(64, 64, 3, groups=2)", (2, 64, 19, 23))  # K 288
+    assert optimize(grouped, tmp_path / "grouped_new.py", "cuda").kernels[0]["reads_channels_last"] is None
+    short_k = conv_problem(tmp_path, "short_k", "Conv2d(8, 64, 3)", (2, 8, 19, 23))
+    assert all(k["reads_channels_last"] is None for k in optimize(short_k, tmp_path / "short_k_new.py", "cuda").kernels)
