@@ -265,7 +265,9 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
     index_t qo = 0, ko = 0, vo = 0;
     {
         int64_t rest = b;
-        for (int d = g.nb - 1; d >= 0; --d) {
+        #pragma unroll  // constant indices into g, q, k, v: a loop variable there put them in local memory
+        for (int d = KF_MAX_DIMS - 1; d >= 0; --d) {
+            if (d >= g.nb) continue;
             const int64_t c = rest % g.bsz[d];
             rest /= g.bsz[d];
             qo += (index_t)c * (index_t)q.bs[d];

@@ -236,13 +236,17 @@ def _op_function(kernel: FusedKernel) -> str:
     return f"KF_INLINE float {kernel.name}_op({params}) {{\n{body}\n    return {result};\n}}\n"
 
 
-def _offsets(operands: list[str], index: str, index_t: str = "index_t", indent: int = 8) -> str:
-    """C++ that computes each operand's element offset for output element `index` (general indexing)."""
+def _offsets(operands: list[str], index: str, index_t: str = "index_t", indent: int = 8, unrolled: bool = False) -> str:
+    """C++ that computes each operand's element offset for output element `index` (general indexing).
+    unrolled (CUDA): over the largest rank, every index into shape and the operands a constant; a loop variable
+    there made nvcc copy the parameter structs to local memory in each thread (a 184-byte stack frame)."""
     pad = " " * indent
     decl = "".join(f"{pad}{index_t} off{k} = 0;\n" for k in range(len(operands)))
     acc = "".join(f" off{k} += c * {o}.strides[d];" for k, o in enumerate(operands))
+    loop = (f"{pad}#pragma unroll\n{pad}for (int d = KF_MAX_DIMS - 1; d >= 0; --d) {{\n{pad}    if (d >= shape.ndim) continue;\n"
+            if unrolled else f"{pad}for (int d = shape.ndim - 1; d >= 0; --d) {{\n")
     return (f"{decl}{pad}{index_t} rest = {index};\n"
-            f"{pad}for (int d = shape.ndim - 1; d >= 0; --d) {{\n"
+            f"{loop}"
             f"{pad}    const {index_t} c = rest % ({index_t})shape.sizes[d];\n"
             f"{pad}    rest /= ({index_t})shape.sizes[d];{acc}\n"
             f"{pad}}}\n")
@@ -286,7 +290,7 @@ template <typename index_t>
 __global__ void {kernel.name}_general({operands}, kf::Shape shape, float* __restrict__ out) {{
     const index_t stride = (index_t)blockDim.x * gridDim.x;
     for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < (index_t)shape.numel; i += stride) {{
-{_offsets([f"o{k}" for k in range(n)], "i")}        out[i] = {kernel.name}_op({general_loads});
+{_offsets([f"o{k}" for k in range(n)], "i", unrolled=True)}        out[i] = {kernel.name}_op({general_loads});
     }}
 }}
 
@@ -342,7 +346,9 @@ def _channels_last_kernel(kernel: FusedKernel) -> str:
         acc = "".join(f" off{k} += x * o{k}.strides[d];" for k in others)
         offsets = (f"                if constexpr (GENERAL) {{\n"
                    f"{decl}                    index_t rest = (index_t)s;\n"
-                   f"                    for (int d = shape.ndim - 1; d >= 2; --d) {{\n"
+                   f"                    #pragma unroll  // constant indices: no local-memory copy of the structs\n"
+                   f"                    for (int d = KF_MAX_DIMS - 1; d >= 2; --d) {{\n"
+                   f"                        if (d >= shape.ndim) continue;\n"
                    f"                        const index_t x = rest % (index_t)shape.sizes[d];\n"
                    f"                        rest /= (index_t)shape.sizes[d];{acc}\n"
                    f"                    }}\n"
