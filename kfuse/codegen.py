@@ -158,6 +158,59 @@ inline int sm_count(int device) {
 }  // namespace kf
 """
 
+# The copy into channels-last that a channels-last convolution's input and weight take (emitted only in such
+# files). ATen's own copy ran at ~1.1 TB/s on an H100 (a 1.07 GB input: 1.91 ms; results/conv-layout-survey-*.json);
+# a 32x32 tile through shared memory makes the read (along the positions) and the write (along the channels)
+# coalesce both.
+CHANNELS_LAST_COPY_DEVICE = r"""
+__global__ void kf_to_channels_last(const float* __restrict__ in, float* __restrict__ out, int64_t batch,
+                                    int64_t channels, int64_t spatial) {
+    __shared__ float tile[32][33];  // one padding column: the transposed reads hit 32 different banks
+    const int64_t s0 = (int64_t)blockIdx.x * 32, c0 = (int64_t)blockIdx.y * 32;
+    for (int64_t n = blockIdx.z; n < batch; n += gridDim.z) {
+        const float* src = in + n * channels * spatial;
+        float* dst = out + n * channels * spatial;
+        for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+            const int64_t c = c0 + i, s = s0 + threadIdx.x;
+            if (c < channels && s < spatial) tile[i][threadIdx.x] = src[c * spatial + s];
+        }
+        __syncthreads();
+        for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+            const int64_t s = s0 + i, c = c0 + threadIdx.x;
+            if (c < channels && s < spatial) dst[s * channels + c] = tile[threadIdx.x][i];
+        }
+        __syncthreads();
+    }
+}
+
+void kf_to_channels_last_launch(const float* in, float* out, int64_t batch, int64_t channels, int64_t spatial,
+                                cudaStream_t stream) {
+    const dim3 threads(32, 8);
+    const dim3 blocks((unsigned)((spatial + 31) / 32), (unsigned)((channels + 31) / 32),
+                      (unsigned)std::min<int64_t>(batch, 65535));
+    kf_to_channels_last<<<blocks, threads, 0, stream>>>(in, out, batch, channels, spatial);
+}
+"""
+
+CHANNELS_LAST_COPY_HOST = r"""
+void kf_to_channels_last_launch(const float* in, float* out, int64_t batch, int64_t channels, int64_t spatial,
+                                cudaStream_t stream);
+namespace kf {
+// x in channels-last memory: kfuse's transposing copy for a contiguous fp32 batch, ATen's copy for anything else.
+inline at::Tensor channels_last(const at::Tensor& x) {
+    const auto layout = x.dim() == 5 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast;
+    if (x.scalar_type() != at::kFloat || x.numel() == 0 || !x.is_contiguous() || x.is_contiguous(layout)
+        || x.size(1) > 65535 * 32 || x.stride(1) > (int64_t)INT32_MAX * 32)
+        return x.contiguous(layout);  // (the grid's limits: 65535 blocks of channels, 2^31 - 1 of positions)
+    at::Tensor out = at::empty(x.sizes(), x.options().memory_format(layout));
+    kf_to_channels_last_launch(x.data_ptr<float>(), out.data_ptr<float>(), x.size(0), x.size(1), x.stride(1),
+                               c10::cuda::getCurrentCUDAStream());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+}  // namespace kf
+"""
+
 
 def registration(namespace: str) -> str:
     """Registers `forward` as a torch op (torch.ops.<namespace>.forward): no pybind11, so the host file stays light."""
@@ -236,17 +289,13 @@ def _op_function(kernel: FusedKernel) -> str:
     return f"KF_INLINE float {kernel.name}_op({params}) {{\n{body}\n    return {result};\n}}\n"
 
 
-def _offsets(operands: list[str], index: str, index_t: str = "index_t", indent: int = 8, unrolled: bool = False) -> str:
-    """C++ that computes each operand's element offset for output element `index` (general indexing).
-    unrolled (CUDA): over the largest rank, every index into shape and the operands a constant; a loop variable
-    there made nvcc copy the parameter structs to local memory in each thread (a 184-byte stack frame)."""
+def _offsets(operands: list[str], index: str, index_t: str = "index_t", indent: int = 8) -> str:
+    """C++ that computes each operand's element offset for output element `index` (general indexing)."""
     pad = " " * indent
     decl = "".join(f"{pad}{index_t} off{k} = 0;\n" for k in range(len(operands)))
     acc = "".join(f" off{k} += c * {o}.strides[d];" for k, o in enumerate(operands))
-    loop = (f"{pad}#pragma unroll\n{pad}for (int d = KF_MAX_DIMS - 1; d >= 0; --d) {{\n{pad}    if (d >= shape.ndim) continue;\n"
-            if unrolled else f"{pad}for (int d = shape.ndim - 1; d >= 0; --d) {{\n")
     return (f"{decl}{pad}{index_t} rest = {index};\n"
-            f"{loop}"
+            f"{pad}for (int d = shape.ndim - 1; d >= 0; --d) {{\n"
             f"{pad}    const {index_t} c = rest % ({index_t})shape.sizes[d];\n"
             f"{pad}    rest /= ({index_t})shape.sizes[d];{acc}\n"
             f"{pad}}}\n")
@@ -290,7 +339,7 @@ template <typename index_t>
 __global__ void {kernel.name}_general({operands}, kf::Shape shape, float* __restrict__ out) {{
     const index_t stride = (index_t)blockDim.x * gridDim.x;
     for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < (index_t)shape.numel; i += stride) {{
-{_offsets([f"o{k}" for k in range(n)], "i", unrolled=True)}        out[i] = {kernel.name}_op({general_loads});
+{_offsets([f"o{k}" for k in range(n)], "i")}        out[i] = {kernel.name}_op({general_loads});
     }}
 }}
 
@@ -558,12 +607,10 @@ def _library_call(call: LibraryCall, names: dict[str, str], handles: list[str]) 
         values[2] = None
     before, local = "", names
     if call.channels_last:  # input and weight channels-last: cuDNN's fast layout, and the output follows it
-        layout = "ChannelsLast3d" if tensor_meta(node).dim() == 5 else "ChannelsLast"
         local = dict(names)
         for role, value in zip(("input", "weight"), values[:2]):
             local[value.name] = f"{node.name}_{role}"
-            before += (f"    const at::Tensor {node.name}_{role} = "
-                       f"{names[value.name]}.contiguous(at::MemoryFormat::{layout});\n")
+            before += f"    const at::Tensor {node.name}_{role} = kf::channels_last({names[value.name]});\n"
     rendered = []
     for arg, value in zip(schema.arguments, values):
         if isinstance(value, (int, float)) and str(arg.type).startswith("Tensor"):
@@ -657,14 +704,17 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
         launches += "".join(f"void {k.name}_launch_from_channels_last(const kf::Operand* o, const kf::Shape& shape, "
                             f"float* out, bool small_index, cudaStream_t stream);\n"
                             for k in plan.kernels if k.channels_last_input)
+        channels_last = any(c.channels_last for c in plan.library_calls)
         cuda = ("#include <cuda_runtime.h>\n#include <algorithm>\n" + COMMON + conv.common
                 + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions + conv.functions)
                 + kernel_functions + conv.functions
                 + "".join(_cuda_kernels(k) + (_channels_last_kernel(k) if k.channels_last_input else "")
                           for k in plan.kernels)
                 + red.decls + red.helpers + red.device + att.decls + att.device
-                + win.decls + win.helpers + win.device + gm.decls + gm.device + conv.device)
-        cpp = (HOST_HEADERS + CUDA_HOST_HEADERS + COMMON + conv.common + HOST_RUNTIME + CUDA_HOST_RUNTIME + launches
+                + win.decls + win.helpers + win.device + gm.decls + gm.device + conv.device
+                + (CHANNELS_LAST_COPY_DEVICE if channels_last else ""))
+        cpp = (HOST_HEADERS + CUDA_HOST_HEADERS + COMMON + conv.common + HOST_RUNTIME + CUDA_HOST_RUNTIME
+               + (CHANNELS_LAST_COPY_HOST if channels_last else "") + launches
                + host_wrappers + red.decls + red.host + att.decls + att.host + win.decls + win.host + gm.decls + gm.host
                + conv.host + forward)
     else:

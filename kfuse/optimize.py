@@ -17,7 +17,7 @@ from kfuse.emit import EmitError, emit
 from kfuse.errors import UsageError
 from kfuse.loader import check_problem_source
 from kfuse import PRECISIONS
-from kfuse.plan import plan
+from kfuse.plan import add_convolution_epilogues, plan
 from kfuse.problem import ProblemError, build_reference, load_problem, make_inputs
 
 
@@ -55,6 +55,7 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
         captured = capture(model, example)
     except CaptureError as err:
         raise UsageError(str(err)) from None
+    add_convolution_epilogues(captured, device, precision)
     steps = plan(captured.graph, device, precision)
     if not (steps.kernels or steps.reductions or steps.attentions or steps.windows or steps.gemms
             or steps.convolutions):

@@ -8,10 +8,12 @@ Rules:
   place into that buffer: the anchor's output is read once and written once, with no new allocation;
 - a convolution's bias moves into that kernel: cuDNN adds it in a pass of its own (a full read and write of
   the output), the kernel adds it for free as a per-channel operand;
-- under the tf32 policy on the CUDA target, a 2D/3D convolution whose output feeds such a kernel runs
-  channels-last (cuDNN's fast layout for TF32), and the kernel reads it channels-last and writes the contiguous
-  result: the layout change costs nothing beyond the epilogue's one read and one write. (In fp32, cuDNN's
-  channels-last kernels measured slower than NCHW on an H100; the layout is left as the model has it.)
+- on the CUDA target, a 2D/3D convolution whose output feeds such a kernel runs channels-last (cuDNN's fast
+  layout for TF32) where that costs no precision (CHANNELS_LAST_MIN_K; any under the tf32 policy), and the kernel
+  reads it channels-last and writes the contiguous result: the layout change costs nothing beyond the epilogue's
+  one read and one write;
+- on the CUDA target, a convolution returned as it is gets a copy as its epilogue where the copy adds its bias or
+  brings it back from channels-last (add_convolution_epilogues);
 - everything else stays an ATen call (cuBLAS, cuDNN, or ATen's own kernels) and is listed as unfused.
 """
 
@@ -33,7 +35,8 @@ ANCHORS = {
 }
 FUSABLE_DTYPES = {torch.float32}
 # Convolutions whose output may be produced channels-last (the input's layout decides cuDNN's output layout).
-CHANNELS_LAST_CONVS = {"aten.conv2d.default", "aten.conv3d.default"}
+CHANNELS_LAST_CONVS = {"aten.conv2d.default", "aten.conv3d.default", "aten.conv_transpose2d.input",
+                       "aten.conv_transpose3d.input"}
 # Convolutions whose third argument is a per-output-channel bias, with their number of spatial dims (None: any).
 BIASED_CONVS = {"aten.conv1d.default": 1, "aten.conv2d.default": 2, "aten.conv3d.default": 3,
                 "aten.convolution.default": None, "aten.conv_transpose1d.default": 1,
@@ -239,18 +242,52 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
 def _move_conv_bias(kernel: FusedKernel, steps: list[Step]) -> None:
     """A batched convolution feeding this kernel alone (in place) gives its bias to the kernel."""
     call = _anchor_written(kernel, steps)
-    if call is None or str(call.node.target) not in BIASED_CONVS or len(call.node.args) < 3:
+    bias = _movable_bias(call.node) if call is not None else None
+    if bias is None:
         return
-    bias, out = call.node.args[2], tensor_meta(call.node)
-    spatial = BIASED_CONVS[str(call.node.target)]
-    if not isinstance(bias, torch.fx.Node) or out is None or (spatial is not None and out.dim() != spatial + 2):
-        return  # no bias, or an unbatched input (its channels are dim 0)
-    if tensor_meta(bias) is None or tensor_meta(bias).dim() != 1 or tensor_meta(bias).dtype != out.dtype:
-        return
+    out = tensor_meta(call.node)
     call.bias_moved = True
     kernel.bias, kernel.bias_rank = (call.node.name, bias.name), out.dim()
     if bias.name not in kernel.inputs:
         kernel.inputs.append(bias.name)
+
+
+def _movable_bias(node: torch.fx.Node) -> torch.fx.Node | None:
+    """A batched convolution's per-channel bias, of its output's dtype, or None."""
+    if str(node.target) not in BIASED_CONVS or len(node.args) < 3:
+        return None
+    bias, out = node.args[2], tensor_meta(node)
+    spatial = BIASED_CONVS[str(node.target)]
+    if not isinstance(bias, torch.fx.Node) or out is None or (spatial is not None and out.dim() != spatial + 2):
+        return None  # no bias, or an unbatched input (its channels are dim 0)
+    if tensor_meta(bias) is None or tensor_meta(bias).dim() != 1 or tensor_meta(bias).dtype != out.dtype:
+        return None
+    return bias
+
+
+def add_convolution_epilogues(captured, target: str, precision: str) -> None:
+    """CUDA: a convolution whose result is returned as it is gets a copy after it (aten.clone) where that copy has
+    work to do, so the planner hands it the bias and the layout like any epilogue and cuDNN keeps the convolution:
+    adding the bias (cuDNN adds it in a pass of its own: the copy costs nothing more), or writing a channels-last
+    result back in the caller's layout (cuDNN's channels-last kernels are the fast ones: _runs_channels_last).
+    Without either, the copy would be pure overhead: such a file may get kfuse's own convolution kernels
+    (kfuse.conv._kernels_on_cuda). Updates captured.graph and captured.outputs."""
+    if target != "cuda":
+        return
+    output = next(n for n in captured.graph.nodes if n.op == "output")
+    for node in list(captured.graph.nodes):
+        out = tensor_meta(node)
+        if node.op != "call_function" or str(node.target) not in BIASED_CONVS or set(node.users) != {output}:
+            continue
+        if out is None or out.dtype not in FUSABLE_DTYPES:
+            continue
+        if _movable_bias(node) is None and not _runs_channels_last(node, precision):
+            continue
+        with captured.graph.inserting_after(node):
+            copy = captured.graph.call_function(torch.ops.aten.clone.default, (node,))
+        copy.meta["val"] = out
+        node.replace_all_uses_with(copy, delete_user_cb=lambda user: user is not copy)
+        captured.outputs = [copy.name if name == node.name else name for name in captured.outputs]
 
 
 def _anchor_written(kernel: FusedKernel, steps: list[Step]) -> LibraryCall | None:
@@ -270,25 +307,32 @@ CHANNELS_LAST_MIN_K = 256
 def _read_conv_channels_last(kernel: FusedKernel, steps: list[Step], precision: str) -> None:
     """A 2D/3D convolution feeding this kernel alone runs channels-last; the kernel transposes as it goes."""
     call = _anchor_written(kernel, steps)
-    if call is None or str(call.node.target) not in CHANNELS_LAST_CONVS or tensor_meta(call.node).dim() not in (4, 5):
-        return  # (an unbatched input has no channels-last layout)
-    if precision != "tf32" and not _eager_conv_is_tf32(call.node):
+    if call is None or not _runs_channels_last(call.node, precision):
         return
     call.channels_last = True
     kernel.channels_last_input, kernel.write_into = kernel.write_into, None
 
 
 def _eager_conv_is_tf32(node: torch.fx.Node) -> bool:
-    """CHANNELS_LAST_MIN_K's rule: groups 1 and a long reduction (C_in * taps)."""
+    """CHANNELS_LAST_MIN_K's rule: groups 1 and a long reduction (C_in * taps; a transposed convolution's weight
+    is [C_in, C_out, taps...], a plain one's [C_out, C_in, taps...]). Both kinds have groups at argument 6."""
     args = list(node.args) + [None] * 7
     groups = args[6] if args[6] is not None else node.kwargs.get("groups", 1)
     weight = tensor_meta(args[1])
     if groups != 1 or weight is None:
         return False
-    k = 1
-    for size in weight.shape[1:]:
+    k = int(weight.shape[0] if "transpose" in str(node.target) else weight.shape[1])
+    for size in weight.shape[2:]:
         k *= int(size)
     return k >= CHANNELS_LAST_MIN_K
+
+
+def _runs_channels_last(node: torch.fx.Node, precision: str) -> bool:
+    """A batched 2D/3D convolution cuDNN runs faster channels-last, at no precision cost under the policy."""
+    out = tensor_meta(node)
+    if str(node.target) not in CHANNELS_LAST_CONVS or out is None or out.dim() not in (4, 5):
+        return False  # (an unbatched input has no channels-last layout)
+    return precision == "tf32" or _eager_conv_is_tf32(node)
 
 
 def _is_dead_assert(node: torch.fx.Node) -> bool:
@@ -362,6 +406,8 @@ def _kernel_name(kernel: FusedKernel) -> str:
     parts: list[str] = ["bias"] if kernel.bias else []
     for node in kernel.nodes:
         part = short_name(node.target)
+        if part == "clone" and parts:
+            continue  # (a copy after a bias says nothing more: add_convolution_epilogues)
         if not parts or parts[-1] != part:
             parts.append(part)
     name = "fused_" + "_".join(parts)
