@@ -24,7 +24,9 @@ Printing, CUDA: an implicit GEMM on FFMA (exact fp32; on the suite's problems bi
   Small filters (2D, groups 1, C_in*kh*kw <= 160, >= 16 output channels: small_filter_tile) take a direct kernel
   in any file: the filter chunk and the input patch in shared memory, 4 pixels x 16 channels per thread, the
   filter's sizes template constants (kf::conv2d_small_filter; the general kernel stays the fallback for another
-  geometry). Results: results/conv-direct-*.md.
+  geometry). Results: results/conv-direct-*.md. Depthwise 2D convolutions (one input channel per group:
+  is_depthwise_2d) take kf::conv2d_depthwise in any file: memory-bound, one read of the input through shared
+  memory, against PyTorch's own depthwise kernel.
 Printing, CPU: for each (image, output channel) plane, the taps accumulate into a row buffer in the same
   (input channel, tap) order, then the epilogue runs over the plane.
 The epilogue is the pointwise kernel's own op function (codegen._op_function): one expression table for all.
@@ -168,7 +170,8 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str) -
         if spec is None:
             continue
         small = small_filter_tile(call.node, spec) if target == "cuda" else None
-        if small is None and not all_convolutions:
+        depthwise = target == "cuda" and is_depthwise_2d(call.node, spec)
+        if small is None and not depthwise and not all_convolutions:
             continue  # cuDNN keeps it (see _kernels_on_cuda)
         epilogue = next((s for s in out if isinstance(s, FusedKernel) and s.write_into == call.node.name
                          and s.channels_last_input is None), None)
@@ -221,6 +224,17 @@ def small_filter_tile(node: torch.fx.Node, spec: dict) -> SmallFilter | None:
     if (c_in * kh * kw * (chunk + 4) + patch) * 4 > SMALL_FILTER_MAX_SMEM:
         return None
     return SmallFilter(c_in, (kh, kw), (sh, sw), (dh, dw), chunk)
+
+
+def is_depthwise_2d(node: torch.fx.Node, spec: dict) -> bool:
+    """The CUDA target's rule for kf::conv2d_depthwise: 2D, not transposed, fp32, one input channel per group.
+    Why there: such a convolution is memory-bound (9 FFMAs per output for 3x3), and PyTorch runs it on its own
+    depthwise kernel at ~1.1 TB/s on an H100 (suite problem 55: 2.56 ms for 2.1 GB of input and output), so cuDNN
+    or ATen has nothing to add there; the kernel reads a patch once through shared memory."""
+    if spec["spatial"] != 2 or spec["transposed"]:
+        return False
+    xm, wm, out = tensor_meta(node.args[0]), tensor_meta(node.args[1]), tensor_meta(node)
+    return {xm.dtype, wm.dtype, out.dtype} == {torch.float32} and int(wm.shape[1]) == 1
 
 
 def _kernels_on_cuda(steps: list) -> bool:
@@ -827,13 +841,89 @@ bool conv2d_small_filter_forward(const float* x, const float* w, const ConvGeom&
     return true;
 }
 
-// Picks the kernel: the GEMM tile that wastes fewest channel rows, or the direct kernel for tiny groups (and
-// for more channel tiles than a grid's y dimension holds). tf32: PyTorch allows TF32 convolutions (groups of more
-// than 16 output channels then take the TF32 tensor-core kernel: with 17-32 channels half its 64 rows idle,
-// still fewer instructions than the FFMA kernel's).
+// Depthwise 2D (one input channel per output channel's group, not transposed): memory-bound, so a block reads the
+// input patch of a 32 x 64 output tile with its halo once into shared memory (coalesced rows, zero outside the
+// image), and each thread sums 8 outputs of one column from there, taps in the order ky, kx like ATen's depthwise
+// kernel. Sizes are run-time values: the patch is dynamic shared memory, and conv2d_depthwise_forward declines a
+// geometry whose patch would pass DW_MAX_SMEM. Index math is 32-bit inside a plane (conv_geometry checks < 2^31).
+constexpr int DW_TW = 64, DW_TH = 32, DW_THREADS = 256, DW_MAX_SMEM = 48 * 1024;
+
+template <class Epilogue>
+__global__ void __launch_bounds__(DW_THREADS)
+conv2d_depthwise(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g, const Epilogue epi,
+                 float* __restrict__ out, int in_rows, int in_cols) {
+    extern __shared__ float dw_smem[];
+    const int kh = g.kernel[1], kw = g.kernel[2], taps = kh * kw;
+    float* ws = dw_smem;          // [ky][kx]
+    float* xs = dw_smem + taps;   // [in_rows][in_cols]
+    const int h_in = g.in_size[1], w_in = g.in_size[2], h_out = g.out_size[1], w_out = g.out_size[2];
+    const int sh = g.stride[1], sw = g.stride[2], dh = g.dilation[1], dw = g.dilation[2];
+    const int oy0 = blockIdx.y * DW_TH, ox0 = blockIdx.x * DW_TW;
+    const int iy0 = oy0 * sh - g.padding[1], ix0 = ox0 * sw - g.padding[2];
+    const int tx = threadIdx.x % DW_TW, ty = threadIdx.x / DW_TW;
+    constexpr int ROW_STEP = DW_THREADS / DW_TW;
+    // 32-bit plane and channel arithmetic (the launcher checks the range): a 64-bit division is a call, and its
+    // saved registers spilled
+    const unsigned planes = (unsigned)(g.batch * g.out_channels), channels = (unsigned)g.out_channels;
+    const unsigned multiplier = (unsigned)g.out_per_group;
+    for (unsigned plane = blockIdx.z; plane < planes; plane += gridDim.z) {
+        const unsigned n = plane / channels, c = plane - n * channels;
+        const float* xc = x + ((int64_t)n * g.in_channels + c / multiplier) * g.in_plane;
+        for (int t = threadIdx.x; t < taps; t += DW_THREADS) ws[t] = __ldg(w + (int64_t)c * taps + t);
+        for (int r = ty; r < in_rows; r += ROW_STEP) {
+            const int iy = iy0 + r;
+            const bool row_in = (unsigned)iy < (unsigned)h_in;
+            for (int col = tx; col < in_cols; col += DW_TW) {
+                const int ix = ix0 + col;
+                xs[r * in_cols + col] = row_in && (unsigned)ix < (unsigned)w_in ? __ldg(xc + iy * w_in + ix) : 0.0f;
+            }
+        }
+        __syncthreads();
+        const int ox = ox0 + tx;
+        float* dst = out + (int64_t)plane * g.out_plane;
+        for (int j = 0; j < DW_TH / ROW_STEP; ++j) {
+            const int oy_local = ty + ROW_STEP * j, oy = oy0 + oy_local;
+            if (oy >= h_out || ox >= w_out) continue;
+            const float* xr = xs + oy_local * sh * in_cols + tx * sw;
+            float sum = 0.0f;
+            for (int ky = 0; ky < kh; ++ky)
+                for (int kx = 0; kx < kw; ++kx)
+                    sum = fmaf(ws[ky * kw + kx], xr[ky * dh * in_cols + kx * dw], sum);
+            const int s = oy * w_out + ox;
+            dst[s] = epi(sum, n, c, s, g);
+        }
+        __syncthreads();
+    }
+}
+
+// Runs the depthwise kernel where it applies (2D or 1D geometry, one input channel per group, not transposed);
+// false otherwise.
+template <class Epilogue>
+bool conv2d_depthwise_forward(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out,
+                              cudaStream_t stream) {
+    if (g.in_per_group != 1 || g.kernel[0] != 1 || g.in_size[0] != 1 || g.out_size[0] != 1) return false;
+    const int64_t in_rows = (int64_t)(DW_TH - 1) * g.stride[1] + (int64_t)(g.kernel[1] - 1) * g.dilation[1] + 1;
+    const int64_t in_cols = (int64_t)(DW_TW - 1) * g.stride[2] + (int64_t)(g.kernel[2] - 1) * g.dilation[2] + 1;
+    const int64_t smem = (in_rows * in_cols + (int64_t)g.kernel[1] * g.kernel[2]) * 4;
+    const int64_t row_tiles = (g.out_size[1] + DW_TH - 1) / DW_TH, col_tiles = (g.out_size[2] + DW_TW - 1) / DW_TW;
+    if (smem > DW_MAX_SMEM || row_tiles > 65535 || col_tiles > INT32_MAX || g.batch * g.out_channels > INT32_MAX)
+        return false;
+    const dim3 grid((unsigned)col_tiles, (unsigned)row_tiles,
+                    (unsigned)std::min<int64_t>(g.batch * g.out_channels, 65535));
+    conv2d_depthwise<Epilogue><<<grid, DW_THREADS, smem, stream>>>(x, w, g, epi, out, (int)in_rows, (int)in_cols);
+    return true;
+}
+
+// Picks the kernel: the depthwise kernel where it applies, else the GEMM tile that wastes fewest channel rows, or
+// the direct kernel for tiny groups (and for more channel tiles than a grid's y dimension holds). tf32: PyTorch
+// allows TF32 convolutions (groups of more than 16 output channels then take the TF32 tensor-core kernel: with
+// 17-32 channels half its 64 rows idle, still fewer instructions than the FFMA kernel's).
 template <bool TRANSPOSED, class Epilogue>
 void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out, bool tf32,
                   int sms, cudaStream_t stream) {
+    if constexpr (!TRANSPOSED) {
+        if (conv2d_depthwise_forward(x, w, g, epi, out, stream)) return;
+    }
     const int bm = g.out_per_group > 32 ? 64 : g.out_per_group > 16 ? 32 : 16;
     if (g.out_per_group < CONV_DIRECT_BELOW || g.groups * ((g.out_per_group + bm - 1) / bm) > 65535) {
         const int64_t total = g.pixels * g.out_channels;

@@ -81,7 +81,7 @@ def bare_conv_problem(tmp_path: Path, name: str, conv: str, shape: tuple) -> Pat
 @pytest.mark.parametrize("conv, shape, channels_last, in_place", [
     ("Conv2d(32, 64, 3)", (2, 32, 19, 23), True, False),                          # K = 288: cuDNN's TF32 layout
     ("ConvTranspose3d(64, 8, 3, stride=2)", (2, 64, 3, 4, 5), True, False),      # transposed: K = 64 * 27
-    ("Conv2d(16, 16, 3, groups=16)", (2, 16, 19, 23), False, True),               # depthwise: NCHW, bias in place
+    ("Conv2d(16, 32, 3, groups=8)", (2, 16, 19, 23), False, True),                # grouped: NCHW, bias in place
     ("Conv1d(32, 16, 3)", (2, 32, 29), False, True),                              # 1D: no channels-last layout
 ])
 def test_a_returned_convolution_stays_on_cudnn_with_a_bias_or_layout_kernel(tmp_path, conv, shape, channels_last,
@@ -97,6 +97,19 @@ def test_a_returned_convolution_stays_on_cudnn_with_a_bias_or_layout_kernel(tmp_
     assert ("_from_channels_last" in text) == channels_last
     convolution = next(line for line in text.splitlines() if f"kf::call(op_{call.split('.')[1]}," in line)
     assert "_weight, c10::IValue(), " in convolution and "bias added by the next kernel" in convolution
+
+
+@pytest.mark.parametrize("conv, channels", [("Conv2d(16, 16, 3, groups=16)", 16),
+                                           ("Conv2d(8, 24, (3, 5), stride=2, groups=8)", 8)])
+def test_depthwise_convolutions_run_kfuse_s_depthwise_kernel_in_any_file(tmp_path, conv, channels):
+    """conv.is_depthwise_2d: one input channel per group (a channel multiplier too) -> kf::conv2d_depthwise, picked
+    at run time inside kf::conv_forward, with the bias (and any epilogue) in its store."""
+    result = optimize(bare_conv_problem(tmp_path, "dw", conv, (2, channels, 19, 23)), tmp_path / "dw_new.py", "cuda")
+    assert [k["name"] for k in result.kernels] == ["fused_conv2d_bias"] and result.library_calls == []
+    assert "conv2d_depthwise_forward(x, w, g, epi, out, stream)" in result.path.read_text()
+    problem = conv_problem(tmp_path, "dw_epilogue", conv, (2, channels, 19, 23))
+    epilogue = optimize(problem, tmp_path / "dw_epilogue_new.py", "cuda")
+    assert [k["fuses"][0] for k in epilogue.kernels] == ["aten.conv2d.default"] and epilogue.library_calls == []
 
 
 def test_a_returned_convolution_without_bias_or_layout_change_is_kfuse_s_kernel(tmp_path):
