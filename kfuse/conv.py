@@ -843,8 +843,8 @@ bool conv2d_small_filter_forward(const float* x, const float* w, const ConvGeom&
 
 // Depthwise 2D (one input channel per output channel's group, not transposed): memory-bound, so a block reads the
 // input patch of a 32 x 64 output tile with its halo once into shared memory (coalesced rows, zero outside the
-// image), and each thread sums 8 outputs of one column from there, taps in the order ky, kx like ATen's depthwise
-// kernel. Sizes are run-time values: the patch is dynamic shared memory, and conv2d_depthwise_forward declines a
+// image), and each thread sums 8 consecutive outputs of one column from there, taps in the order ky, kx like
+// ATen's depthwise kernel. Sizes are run-time values: the patch is dynamic shared memory, and conv2d_depthwise_forward declines a
 // geometry whose patch would pass DW_MAX_SMEM. Index math is 32-bit inside a plane (conv_geometry checks < 2^31).
 constexpr int DW_TW = 64, DW_TH = 32, DW_THREADS = 256, DW_LOADS = 8, DW_MAX_SMEM = 48 * 1024;
 
@@ -887,18 +887,28 @@ conv2d_depthwise(const float* __restrict__ x, const float* __restrict__ w, const
                     if (r0 + k * ROW_STEP < in_rows) xs[(r0 + k * ROW_STEP) * in_cols + col] = v[k];
             }
         __syncthreads();
-        const int ox = ox0 + tx;
+        // the thread's ROWS consecutive output rows of one column: each tap's weight is read once for all of them
+        // (the tap loops have run-time bounds, the rows are unrolled), each output's sum still in tap order
+        constexpr int ROWS = DW_TH / ROW_STEP;
+        const int ox = ox0 + tx, oy_first = oy0 + ty * ROWS;
+        const float* xr = xs + ty * ROWS * sh * in_cols + tx * sw;
+        float acc[ROWS];
+        #pragma unroll
+        for (int j = 0; j < ROWS; ++j) acc[j] = 0.0f;
+        for (int ky = 0; ky < kh; ++ky)
+            for (int kx = 0; kx < kw; ++kx) {
+                const float wv = ws[ky * kw + kx];
+                const float* xt = xr + ky * dh * in_cols + kx * dw;
+                #pragma unroll
+                for (int j = 0; j < ROWS; ++j) acc[j] = fmaf(wv, xt[j * sh * in_cols], acc[j]);
+            }
         float* dst = out + (int64_t)plane * g.out_plane;
-        for (int j = 0; j < DW_TH / ROW_STEP; ++j) {
-            const int oy_local = ty + ROW_STEP * j, oy = oy0 + oy_local;
-            if (oy >= h_out || ox >= w_out) continue;
-            const float* xr = xs + oy_local * sh * in_cols + tx * sw;
-            float sum = 0.0f;
-            for (int ky = 0; ky < kh; ++ky)
-                for (int kx = 0; kx < kw; ++kx)
-                    sum = fmaf(ws[ky * kw + kx], xr[ky * dh * in_cols + kx * dw], sum);
-            const int s = oy * w_out + ox;
-            dst[s] = epi(sum, n, c, s, g);
+        if (ox < w_out) {
+            #pragma unroll
+            for (int j = 0; j < ROWS; ++j) {
+                const int oy = oy_first + j;
+                if (oy < h_out) dst[oy * w_out + ox] = epi(acc[j], n, c, oy * w_out + ox, g);
+            }
         }
         __syncthreads();
     }
