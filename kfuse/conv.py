@@ -11,7 +11,8 @@ Printing, CUDA: an implicit GEMM on FFMA (exact fp32; on the suite's problems bi
   TM channels x 8 pixels (two runs of 4 adjacent pixels, so every output row is a float4 store). K advances
   8 at a time through double-buffered shared memory: the weights as they are, the input gathered (im2col on the
   fly, zero outside the padding) by one pixel column per thread, loads of the next step in flight during the
-  FFMAs of this one. Groups with few output channels (depthwise) take a direct kernel: one thread per output.
+  FFMAs of this one. Groups with few output channels take a direct kernel: one thread per output (depthwise 2D
+  has its own, below).
   A 3xTF32 tensor-core variant (mma.sync, operands split into TF32 pairs) is kept behind CONV_TENSOR_CORES: it
   measured 7% faster on the seed and 7% slower on a large-K problem, so FFMA is the default for exact fp32.
   Where PyTorch lets cuDNN use TF32 for convolutions (its default: DESIGN.md §5, and what eager runs), the same
@@ -844,8 +845,8 @@ bool conv2d_small_filter_forward(const float* x, const float* w, const ConvGeom&
 // Depthwise 2D (one input channel per output channel's group, not transposed): memory-bound, so a block reads the
 // input patch of a 32 x 64 output tile with its halo once into shared memory (coalesced rows, zero outside the
 // image), and each thread sums 8 consecutive outputs of one column from there, taps in the order ky, kx like
-// ATen's depthwise kernel. Sizes are run-time values: the patch is dynamic shared memory, and conv2d_depthwise_forward declines a
-// geometry whose patch would pass DW_MAX_SMEM. Index math is 32-bit inside a plane (conv_geometry checks < 2^31).
+// ATen's depthwise kernel. Sizes are run-time values: the patch is dynamic shared memory, and
+// conv2d_depthwise_forward declines a geometry whose patch would pass DW_MAX_SMEM. Index math is 32-bit inside a plane (conv_geometry checks < 2^31).
 constexpr int DW_TW = 64, DW_TH = 32, DW_THREADS = 256, DW_LOADS = 8, DW_MAX_SMEM = 48 * 1024;
 
 template <class Epilogue>

@@ -276,9 +276,9 @@ def add_convolution_epilogues(captured, target: str, precision: str) -> None:
         return
     output = next(n for n in captured.graph.nodes if n.op == "output")
     for node in list(captured.graph.nodes):
-        out = tensor_meta(node)
         if node.op != "call_function" or str(node.target) not in BIASED_CONVS or set(node.users) != {output}:
             continue
+        out = tensor_meta(node)
         if out is None or out.dtype not in FUSABLE_DTYPES:
             continue
         if _movable_bias(node) is None and not _runs_channels_last(node, precision):

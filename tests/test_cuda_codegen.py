@@ -69,15 +69,6 @@ def test_bare_convolutions_are_kernels_on_cuda(tmp_path):
     assert "conv_igemm_tc<1, TRANSPOSED, Epilogue>" in text["CUDA_SOURCE"]
 
 
-def bare_conv_problem(tmp_path: Path, name: str, conv: str, shape: tuple) -> Path:
-    problem = tmp_path / f"{name}.py"
-    problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-                       f"        self.conv = torch.nn.{conv}\n"
-                       "    def forward(self, x):\n        return self.conv(x)\n"
-                       f"def get_inputs():\n    return [torch.rand{shape}]\ndef get_init_inputs():\n    return []\n")
-    return problem
-
-
 @pytest.mark.parametrize("conv, shape, channels_last, in_place", [
     ("Conv2d(32, 64, 3)", (2, 32, 19, 23), True, False),                          # K = 288: cuDNN's TF32 layout
     ("ConvTranspose3d(64, 8, 3, stride=2)", (2, 64, 3, 4, 5), True, False),      # transposed: K = 64 * 27
@@ -88,7 +79,7 @@ def test_a_returned_convolution_stays_on_cudnn_with_a_bias_or_layout_kernel(tmp_
                                                                             in_place):
     """plan.add_convolution_epilogues: the copy after it adds the bias (cuDNN's own pass for it is gone) and, where
     cuDNN runs channels-last, writes the caller's layout."""
-    result = optimize(bare_conv_problem(tmp_path, "bare", conv, shape), tmp_path / "bare_new.py", "cuda")
+    result = optimize(conv_problem(tmp_path, "bare", conv, shape, forward="self.conv(x)"), tmp_path / "bare_new.py", "cuda")
     [call], [kernel] = result.library_calls, result.kernels
     assert kernel["name"] == "fused_bias" and kernel["fuses"][1:] == ["aten.clone.default"]
     assert (kernel["reads_channels_last"] is not None) == channels_last
@@ -104,7 +95,7 @@ def test_a_returned_convolution_stays_on_cudnn_with_a_bias_or_layout_kernel(tmp_
 def test_depthwise_convolutions_run_kfuse_s_depthwise_kernel_in_any_file(tmp_path, conv, channels):
     """conv.is_depthwise_2d: one input channel per group (a channel multiplier too) -> kf::conv2d_depthwise, picked
     at run time inside kf::conv_forward, with the bias (and any epilogue) in its store."""
-    result = optimize(bare_conv_problem(tmp_path, "dw", conv, (2, channels, 19, 23)), tmp_path / "dw_new.py", "cuda")
+    result = optimize(conv_problem(tmp_path, "dw", conv, (2, channels, 19, 23), forward="self.conv(x)"), tmp_path / "dw_new.py", "cuda")
     assert [k["name"] for k in result.kernels] == ["fused_conv2d_bias"] and result.library_calls == []
     assert "conv2d_depthwise_forward(x, w, g, epi, out, stream)" in result.path.read_text()
     problem = conv_problem(tmp_path, "dw_epilogue", conv, (2, channels, 19, 23))
@@ -114,7 +105,8 @@ def test_depthwise_convolutions_run_kfuse_s_depthwise_kernel_in_any_file(tmp_pat
 
 def test_a_returned_convolution_without_bias_or_layout_change_is_kfuse_s_kernel(tmp_path):
     """No bias and NCHW: the copy would do no work, so the file of bare convolutions gets kfuse.conv's kernel."""
-    problem = bare_conv_problem(tmp_path, "nobias", "Conv2d(16, 16, 3, groups=16, bias=False)", (2, 16, 19, 23))
+    problem = conv_problem(tmp_path, "nobias", "Conv2d(16, 16, 3, groups=16, bias=False)", (2, 16, 19, 23),
+                           forward="self.conv(x)")
     result = optimize(problem, tmp_path / "nobias_new.py", "cuda")
     assert [k["name"] for k in result.kernels] == ["fused_conv2d"] and result.library_calls == []
 
@@ -173,12 +165,13 @@ def test_nvcc_compiles_a_transposed_convolution_with_tensor_cores(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def conv_problem(tmp_path: Path, name: str, conv: str, shape: tuple) -> Path:
+def conv_problem(tmp_path: Path, name: str, conv: str, shape: tuple,
+                 forward: str = "torch.nn.functional.leaky_relu(self.conv(x) / 2, 0.01)") -> Path:
     problem = tmp_path / f"{name}.py"
     problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
                        f"        self.conv = torch.nn.{conv}\n"
                        "    def forward(self, x):\n"
-                       "        return torch.nn.functional.leaky_relu(self.conv(x) / 2, 0.01)\n"
+                       f"        return {forward}\n"
                        f"def get_inputs():\n    return [torch.rand{shape}]\ndef get_init_inputs():\n    return []\n")
     return problem
 
