@@ -42,7 +42,8 @@ from kfuse.plan import FusedKernel, LibraryCall, TupleItem, tensor_meta
 @dataclass(frozen=True)
 class Reducer:
     fields: tuple[tuple[str, str, str], ...]   # (C type, name, initial value)
-    update: str                                # C statements: state `s`, value `v` (float), index `r` (int64_t)
+    update: str                                # C statements: state `s`, value `v` (float), index `r` (int64_t),
+                                               # which grows from one update of a state to the next
     merge: str                                 # C statements: merge state `b` into `a`
 
 
@@ -57,9 +58,9 @@ REDUCERS = {
     "max": Reducer((("float", "m", "-INFINITY"),), "s.m = kfr_max(s.m, v);", "a.m = kfr_max(a.m, b.m);"),
     "min": Reducer((("float", "m", "INFINITY"),), "s.m = kfr_min(s.m, v);", "a.m = kfr_min(a.m, b.m);"),
     "argmax": Reducer((("float", "m", "-INFINITY"), ("int64_t", "i", "INT64_MAX")),
-                      "kfr_argmax_step(s.m, s.i, v, r);", "kfr_argmax_step(a.m, a.i, b.m, b.i);"),
+                      "kfr_argmax_next(s.m, s.i, v, r);", "kfr_argmax_step(a.m, a.i, b.m, b.i);"),
     "argmin": Reducer((("float", "m", "INFINITY"), ("int64_t", "i", "INT64_MAX")),
-                      "kfr_argmin_step(s.m, s.i, v, r);", "kfr_argmin_step(a.m, a.i, b.m, b.i);"),
+                      "kfr_argmin_next(s.m, s.i, v, r);", "kfr_argmin_step(a.m, a.i, b.m, b.i);"),
     # Welford: one read, numerically stable; Chan's formula merges two partial states.
     "welford": Reducer((("kf_acc", "mean", "0"), ("kf_acc", "m2", "0"), ("kf_acc", "n", "0")),
                        "kfr_welford_step(s.mean, s.m2, s.n, (kf_acc)v);",
@@ -110,6 +111,16 @@ KF_INLINE void kfr_argmin_step(float& m, int64_t& i, float v, int64_t j) {
   const bool take = (v != v) ? (m == m || j < i) : (m == m && (v < m || (v == m && j < i)));
   if (take) { m = v; i = j; }
 }
+/* The same for a state's own elements, which every loop visits in increasing index order: a tie keeps the index
+   it has, so no index comparison. A row of -inf (+inf for argmin) never takes one: KFR_ARG_INDEX reads that
+   state's INT64_MAX as 0, the first index, as PyTorch answers. */
+KF_INLINE void kfr_argmax_next(float& m, int64_t& i, float v, int64_t j) {
+  if (m == m && (v > m || v != v)) { m = v; i = j; }
+}
+KF_INLINE void kfr_argmin_next(float& m, int64_t& i, float v, int64_t j) {
+  if (m == m && (v < m || v != v)) { m = v; i = j; }
+}
+#define KFR_ARG_INDEX(i) ((i) == INT64_MAX ? (int64_t)0 : (i))
 KF_INLINE void kfr_welford_step(kf_acc& mean, kf_acc& m2, kf_acc& n, kf_acc x) {
   n += (kf_acc)1;
   const kf_acc d = x - mean;
@@ -293,7 +304,8 @@ REDUCE_DEVICE_RUNTIME = r"""
 namespace kf {
 struct RConfig { bool column; int group; int splits; unsigned blocks; unsigned threads; };
 // column: the kept dim is the contiguous one (a 32x8 block covers 32 rows); else `group` threads per row (a warp
-// for short rows, the whole block for long ones). Few rows and long reductions split the reduced range.
+// for short rows and for rows up to 2048 when there are enough of them to fill the GPU, the whole block for long
+// ones). Few rows and long reductions split the reduced range.
 inline RConfig reduce_config(const RGeom& g, bool column, int sms) {
     RConfig c;
     c.column = column;
@@ -305,7 +317,8 @@ inline RConfig reduce_config(const RGeom& g, bool column, int sms) {
         c.group = 8;
         c.threads = 256;
         c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>(tiles * c.splits, (int64_t)sms * 16));
-    } else if (g.rlen <= 256) {
+    } else if (g.rlen <= 256 || (g.rlen <= 2048 && g.rows >= (int64_t)sms * 32)) {
+        // a warp per row: no block-wide barriers between rows (rows of 1024 went 3.7 -> ... ms on an H100)
         c.group = 32;
         c.threads = 256;
         c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((g.rows + 7) / 8, (int64_t)sms * 16));
@@ -364,7 +377,8 @@ class Spec:
     operands: dict[str, tuple[torch.fx.Node, str]] = field(default_factory=dict)  # role -> (node, kind)
     row_write: list[str] = field(default_factory=list)            # extra row statements (running statistics)
     skip_accumulate: bool = False          # eval-mode batch norm: the statistics are operands
-    first_item: bool = False               # a tuple result of which only item 0 (the normalised tensor) is used
+    first_item: bool = False               # a tuple result of which only item 0 is used (the normalised tensor, or
+                                           # max.dim's / min.dim's values)
     # more full-shape sources read with the first, `w0`, `w1`, ... in the reducer's update (dot_norms, two_dists)
     extra: list[torch.fx.Node] = field(default_factory=list)
     # A final reduction of the row values into one scalar (the losses' mean or sum), after the rows: "sum", "mean",
@@ -456,7 +470,7 @@ def _argext(kind: str):
     def parse(node, p, source):
         rank = _rank(source)
         dims = _norm_dims(p.get("dim"), rank)
-        return Spec(kind, source, dims, bool(p.get("keepdim", False)), index="s.i")
+        return Spec(kind, source, dims, bool(p.get("keepdim", False)), index="KFR_ARG_INDEX(s.i)")
     return parse
 
 
@@ -464,7 +478,12 @@ def _ext_dim(kind: str):  # max.dim / min.dim: (values, indices)
     def parse(node, p, source):
         if any(u.target is not operator.getitem for u in node.users):
             raise Unsupported("its tuple is used whole")
-        return Spec(kind, source, _norm_dims(p["dim"], _rank(source)), bool(p["keepdim"]), row="s.m", index="s.i")
+        dims = _norm_dims(p["dim"], _rank(source))
+        if not any(int(u.args[1]) == 1 and u.users for u in node.users):
+            # only the values are used: amax / amin, without carrying an index through every step (the same
+            # values, NaN included)
+            return Spec(kind[3:], source, dims, bool(p["keepdim"]), row="s.m", first_item=True)
+        return Spec(kind, source, dims, bool(p["keepdim"]), row="s.m", index="KFR_ARG_INDEX(s.i)")
     return parse
 
 
@@ -1257,10 +1276,12 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
 }}
 """]
         loads = "".join(f"    const float4 q{i} = kfr_load4(A.v[{i}], g, ob[{i}] + e{i});\n" for i in self.acc_views)
-        calls = "".join(f"    {n}_acc_body(s, (int64_t)r + {j}{''.join(f', q{i}.{c}' for i in self.acc_views)});\n"
+        calls = "".join(f"    {n}_acc_body(part[{j}], (int64_t)r + {j}{''.join(f', q{i}.{c}' for i in self.acc_views)});\n"
                         for j, c in enumerate("xyzw"))
-        out.append(f"template <typename index_t>\n__device__ __forceinline__ void {n}_accumulate4(const {n}_args& A, "
-                   f"const kf::RGeom& g, const index_t* ob, index_t r, {n}_state& s) {{\n"
+        out.append(f"// one partial state per lane of the float4: four independent chains (more in flight, and a product's or\n"
+                   f"// a sum's rounding spread over four short chains rather than one long one)\n"
+                   f"template <typename index_t>\n__device__ __forceinline__ void {n}_accumulate4(const {n}_args& A, "
+                   f"const kf::RGeom& g, const index_t* ob, index_t r, {n}_state* part) {{\n"
                    f"{self._elem_offsets(self.acc_views)}{loads}{calls}}}\n")
         if k.full_outputs:
             nf = len(k.full_outputs)
@@ -1426,8 +1447,11 @@ __device__ __forceinline__ {n}_state {n}_group_reduce({n}_state s, int group, {n
         acc_rows = ("" if self.spec.skip_accumulate else
                     f"        if (stage != 2) {{\n"
                     f"            for (index_t r = r0 + lane; r < v0; r += group) {n}_accumulate<index_t>(A, g, ob, r, s);\n"
+                    f"            {n}_state part[4] = {{{n}_init(), {n}_init(), {n}_init(), {n}_init()}};\n"
+                    f"#pragma unroll 4\n"
                     f"            for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group) "
-                    f"{n}_accumulate4<index_t>(A, g, ob, r, s);\n"
+                    f"{n}_accumulate4<index_t>(A, g, ob, r, part);\n"
+                    f"            for (int j = 0; j < 4; ++j) {n}_merge(s, part[j]);\n"
                     f"            for (index_t r = tail + lane; r < r1; r += group) "
                     f"{n}_accumulate<index_t>(A, g, ob, r, s);\n"
                     f"        }}\n")

@@ -39,6 +39,8 @@ EXPECTED = {
     "amax_two_dims": ([["mul", "amax"]], []),
     "argmax_middle_dim": ([["argmax"]], ["transpose"]),
     "max_dim_values_indices": ([["max", "mul"]], []),
+    # -inf / +inf rows, NaN and ties: PyTorch's answers; min.dim with its indices, max.dim's values alone
+    "arg_extremes_special": ([["min"], ["argmax"], ["argmin"], ["max"]], []),
     "softmax_scale_bias": ([["mul", "softmax", "add"]], []),
     "softmax_dim1_4d": ([["softmax"]], []),
     "log_softmax_transposed": ([["log_softmax"]], ["t"]),
