@@ -846,7 +846,8 @@ bool conv2d_small_filter_forward(const float* x, const float* w, const ConvGeom&
 // input patch of a 32 x 64 output tile with its halo once into shared memory (coalesced rows, zero outside the
 // image), and each thread sums 8 consecutive outputs of one column from there, taps in the order ky, kx like
 // ATen's depthwise kernel. Sizes are run-time values: the patch is dynamic shared memory, and
-// conv2d_depthwise_forward declines a geometry whose patch would pass DW_MAX_SMEM. Index math is 32-bit inside a plane (conv_geometry checks < 2^31).
+// conv2d_depthwise_forward declines a geometry whose patch would pass DW_MAX_SMEM. Index math is 32-bit inside a
+// plane (conv_geometry checks < 2^31).
 constexpr int DW_TW = 64, DW_TH = 32, DW_THREADS = 256, DW_LOADS = 8, DW_MAX_SMEM = 48 * 1024;
 
 template <class Epilogue>
