@@ -560,6 +560,18 @@ __host__ __device__ __forceinline__
 inline
 #endif
 int64_t div_by(int64_t n, const Div& d) { return n / d.d; }
+// Pooling strips: whether any of a strip's R windows (kernel k, stride s) holds its input row i (not with a
+// stride over the kernel, between windows). Called with constants in unrolled loops: folded away.
+#ifdef __CUDACC__
+__host__ __device__ __forceinline__
+#else
+inline
+#endif
+constexpr bool strip_row_used(int i, int R, int k, int s) {
+    for (int r = 0; r < R; ++r)
+        if (i - r * s >= 0 && i - r * s < k) return true;
+    return false;
+}
 }  // namespace kf
 """
 
@@ -646,6 +658,88 @@ class WindowSources:
     device: str       # CUDA kernels and launchers, or CPU loops
     host: str         # ATen-side wrappers
     expressions: str  # the pointwise expressions used, for the prelude's selection
+
+
+# The strip kernel's per-thread function (see _Printer.strip_fn); {rows}: STRIP_ROWS, in STRIP_PLANES for 3D.
+STRIP_FN = """template <typename index_t>
+KF_INLINE void {n}_strip(const {n}_args& A, const index_t* base{params}) {{
+    constexpr int R = {r};  // outputs in the strip, down dim {h}
+    constexpr int KH = {kh}, SH = {sh}, PH = {ph};  // the window down dim {h}
+    constexpr int KW = {kw}, SW = {sw}, PW = {pw};  // and along dim {w}
+    constexpr int ROWS = (R - 1) * SH + KH;  // the input rows the strip's windows span
+    const index_t in_h = (index_t)A.in[{h}], in_w = (index_t)A.in[{w}];
+    const index_t h0 = {oh} * SH - PH, w0 = {ow} * SW - PW;
+    float sum[R];
+    #pragma unroll
+    for (int r = 0; r < R; ++r) sum[r] = 0.0f;
+    // Strips whose windows stay inside the input load without a check. The others load at coordinates clamped
+    // into the input and drop the values outside: +0.0 instead, which changes no sum (a sum that starts at +0.0
+    // is never -0.0); straight-line code either way, so all of a strip's loads can be in flight at once.
+    const bool interior_cols = w0 >= 0 && w0 + KW <= in_w;
+    bool col_in[KW];
+    index_t col[KW];
+    #pragma unroll
+    for (int kw = 0; kw < KW; ++kw) {{
+        col_in[kw] = w0 + kw >= 0 && w0 + kw < in_w;
+        col[kw] = w0 + kw < 0 ? 0 : (w0 + kw < in_w ? w0 + kw : in_w - 1);
+    }}
+{rows}
+    // PyTorch's extents: [start, min(start + k, in + pad)) counted whole (pool), or clipped to the input (count)
+    const index_t w_end = w0 + KW < in_w + PW ? w0 + KW : in_w + PW;
+    index_t pool = w_end - w0;
+    index_t count = (w_end < in_w ? w_end : in_w) - (w0 > 0 ? w0 : 0);{plane_extent}
+    #pragma unroll
+    for (int r = 0; r < R; ++r) {{
+        if ({oh} + r >= (index_t)A.out[{h}]) break;
+        const index_t h_start = h0 + r * SH;
+        const index_t h_end = h_start + KH < in_h + PH ? h_start + KH : in_h + PH;
+        const index_t inside = count * ((h_end < in_h ? h_end : in_h) - (h_start > 0 ? h_start : 0));
+        const float avg = inside > 0 ? sum[r] / (float)({divide}) : 0.0f;  // (an empty window: 0, as the general kernel)
+        {n}_emit<index_t>(A, base{emit_args}, avg, 0);
+    }}
+}}
+"""
+STRIP_ROWS = """    if (interior_cols && h0 >= 0 && h0 + ROWS <= in_h) {{
+        #pragma unroll
+        for (int i = 0; i < ROWS; ++i) {{
+            if (!kf::strip_row_used(i, R, KH, SH)) continue;
+            #pragma unroll
+            for (int kw = 0; kw < KW; ++kw) {{
+                const float x = {interior};
+                #pragma unroll
+                for (int r = 0; r < R; ++r)
+                    if (i - r * SH >= 0 && i - r * SH < KH) sum[r] += x;
+            }}
+        }}
+    }} else {{
+        #pragma unroll
+        for (int i = 0; i < ROWS; ++i) {{
+            if (!kf::strip_row_used(i, R, KH, SH)) continue;
+            const index_t ch = h0 + i;
+            const bool row_in = ch >= 0 && ch < in_h;
+            const index_t row = ch < 0 ? 0 : (ch < in_h ? ch : in_h - 1);
+            #pragma unroll
+            for (int kw = 0; kw < KW; ++kw) {{
+                const float v = {edge};
+                const float x = row_in && col_in[kw] ? v : 0.0f;
+                #pragma unroll
+                for (int r = 0; r < R; ++r)
+                    if (i - r * SH >= 0 && i - r * SH < KH) sum[r] += x;
+            }}
+        }}
+    }}"""
+STRIP_PLANES = """    constexpr int KD = {kd}, SD = {sd}, PD = {pd};  // the window along dim 0, walked whole by every output
+    const index_t d0 = o0 * SD - PD;
+    #pragma unroll
+    for (int kd = 0; kd < KD; ++kd) {{
+        const index_t c0 = d0 + kd;
+        if (c0 < 0 || c0 >= (index_t)A.in[0]) continue;  // (a padding plane: nothing to add)
+{rows}
+    }}"""
+STRIP_PLANE_EXTENT = """
+    const index_t d_end = d0 + KD < (index_t)A.in[0] + PD ? d0 + KD : (index_t)A.in[0] + PD;
+    pool *= d_end - d0;
+    count *= (d_end < (index_t)A.in[0] ? d_end : (index_t)A.in[0]) - (d0 > 0 ? d0 : 0);"""
 
 
 class _Printer:
@@ -813,92 +907,30 @@ class _Printer:
     def strip_fn(self) -> str:
         """Average pooling, a strip of outputs (o[nd-2] .. o[nd-2] + R - 1, the others fixed): each input element
         any of its windows holds is loaded once and added to the sums of the windows holding it, in PyTorch's
-        order (planes, rows, then columns); out-of-bounds elements add +0.0, which changes no sum (a sum that
-        starts at +0.0 is never -0.0). Then PyTorch's divisor: the window clipped to the padded input
-        (count_include_pad), or to the input, or divisor_override; one IEEE division as PyTorch's kernels."""
-        spec, nd, n, R = self.k.spec, self.nd, self.n, self.strip
+        order (planes, rows, then columns). Then PyTorch's divisor: the window clipped to the padded input
+        (count_include_pad), or to the input, or divisor_override; one IEEE division, as PyTorch's kernels."""
+        spec, nd, n = self.k.spec, self.nd, self.n
         h, w = nd - 2, nd - 1
         o = self._coords("o")
-        params = "".join(f", index_t {x}" for x in o)
-        lines = [f"    constexpr int R = {R};  // outputs in the strip, down dim {h}",
-                 f"    constexpr int KH = {spec.kernel[h]}, SH = {spec.stride[h]}, PH = {spec.padding[h]};  "
-                 f"// the window down dim {h}",
-                 f"    constexpr int KW = {spec.kernel[w]}, SW = {spec.stride[w]}, PW = {spec.padding[w]};  "
-                 f"// and along dim {w}",
-                 "    constexpr int ROWS = (R - 1) * SH + KH;  // the input rows the strip's windows span",
-                 f"    const index_t in_h = (index_t)A.in[{h}], in_w = (index_t)A.in[{w}];",
-                 f"    const index_t h0 = {o[h]} * SH - PH, w0 = {o[w]} * SW - PW;",
-                 "    float sum[R];",
-                 "    #pragma unroll",
-                 "    for (int r = 0; r < R; ++r) sum[r] = 0.0f;",
-                 "    // every load at a coordinate clamped into the input, its value dropped outside: straight-line code,",
-                 "    // all of a strip's loads in flight at once (a branch per load kept one or two)",
-                 "    bool col_in[KW];",
-                 "    index_t col[KW];",
-                 "    #pragma unroll",
-                 "    for (int kw = 0; kw < KW; ++kw) {",
-                 "        col_in[kw] = w0 + kw >= 0 && w0 + kw < in_w;",
-                 "        col[kw] = w0 + kw < 0 ? 0 : (w0 + kw < in_w ? w0 + kw : in_w - 1);",
-                 "    }"]
-        outer = ""
-        src = "row, col[kw]"
-        pad = "    "
-        if nd == 3:
-            lines += [f"    constexpr int KD = {spec.kernel[0]}, SD = {spec.stride[0]}, PD = {spec.padding[0]};  "
-                      "// the window along dim 0, walked whole by every output",
-                      "    const index_t d0 = o0 * SD - PD;",
-                      "    #pragma unroll",
-                      "    for (int kd = 0; kd < KD; ++kd) {",
-                      "        const index_t c0 = d0 + kd;",
-                      "        if (c0 < 0 || c0 >= (index_t)A.in[0]) continue;"]
-            src = "c0, " + src
-            pad = "        "
-        lines += [f"{pad}#pragma unroll",
-                  f"{pad}for (int i = 0; i < ROWS; ++i) {{",
-                  f"{pad}    bool used = false;  // (no window holds a row between windows: a stride over the kernel)",
-                  f"{pad}    #pragma unroll",
-                  f"{pad}    for (int r = 0; r < R; ++r) used = used || (i - r * SH >= 0 && i - r * SH < KH);",
-                  f"{pad}    if (!used) continue;",
-                  f"{pad}    const index_t ch = h0 + i;",
-                  f"{pad}    const bool row_in = ch >= 0 && ch < in_h;",
-                  f"{pad}    const index_t row = ch < 0 ? 0 : (ch < in_h ? ch : in_h - 1);",
-                  f"{pad}    #pragma unroll",
-                  f"{pad}    for (int kw = 0; kw < KW; ++kw) {{",
-                  f"{pad}        const float v = {n}_source<index_t>(A, base, {src});",
-                  f"{pad}        const float x = row_in && col_in[kw] ? v : 0.0f;",
-                  f"{pad}        #pragma unroll",
-                  f"{pad}        for (int r = 0; r < R; ++r)",
-                  f"{pad}            if (i - r * SH >= 0 && i - r * SH < KH) sum[r] += x;",
-                  f"{pad}    }}",
-                  f"{pad}}}"]
-        if nd == 3:
-            lines.append("    }")
-        # PyTorch's extents: [start, min(start + k, in + pad)) counted whole (pool) or clipped to the input (count)
-        lines += ["    const index_t w_end = w0 + KW < in_w + PW ? w0 + KW : in_w + PW;",
-                  "    index_t pool = w_end - w0;",
-                  "    index_t count = (w_end < in_w ? w_end : in_w) - (w0 > 0 ? w0 : 0);"]
-        if nd == 3:
-            lines += ["    const index_t d_end = d0 + KD < (index_t)A.in[0] + PD ? d0 + KD : (index_t)A.in[0] + PD;",
-                      "    pool *= d_end - d0;",
-                      "    count *= (d_end < (index_t)A.in[0] ? d_end : (index_t)A.in[0]) - (d0 > 0 ? d0 : 0);"]
+        plane = "c0, " if nd == 3 else ""
         if spec.divisor is not None:
             divide = str(int(spec.divisor))
         else:
             divide = "pool * (h_end - h_start)" if spec.count_include_pad else "inside"
-        emit_args = "".join(f", {x}" for x in o[:h]) + f", {o[h]} + r" + f", {o[w]}"
-        lines += ["    #pragma unroll",
-                  "    for (int r = 0; r < R; ++r) {",
-                  f"        if ({o[h]} + r >= (index_t)A.out[{h}]) break;",
-                  "        const index_t h_start = h0 + r * SH;",
-                  "        const index_t h_end = h_start + KH < in_h + PH ? h_start + KH : in_h + PH;",
-                  "        const index_t inside = count * ((h_end < in_h ? h_end : in_h) - (h_start > 0 ? h_start : 0));",
-                  f"        const float avg = inside > 0 ? sum[r] / (float)({divide}) : 0.0f;  "
-                  "// (an empty window: 0, as the general kernel)",
-                  f"        {n}_emit<index_t>(A, base{emit_args}, avg, 0);",
-                  "    }"]
-        return (f"template <typename index_t>\n"
-                f"KF_INLINE void {n}_strip(const {n}_args& A, const index_t* base{params}) {{\n"
-                + "\n".join(lines) + "\n}\n")
+        rows = STRIP_ROWS.format(n=n, interior=f"{n}_source<index_t>(A, base, {plane}h0 + i, w0 + kw)",
+                                 edge=f"{n}_source<index_t>(A, base, {plane}row, col[kw])")
+        if nd == 3:
+            rows = STRIP_PLANES.format(rows="\n".join("    " + line if line else line for line in rows.split("\n")),
+                                       kd=spec.kernel[0], sd=spec.stride[0], pd=spec.padding[0])
+            plane_extent = STRIP_PLANE_EXTENT
+        else:
+            plane_extent = ""
+        return STRIP_FN.format(
+            n=n, params="".join(f", index_t {x}" for x in o), r=self.strip, h=h, w=w,
+            kh=spec.kernel[h], sh=spec.stride[h], ph=spec.padding[h],
+            kw=spec.kernel[w], sw=spec.stride[w], pw=spec.padding[w], oh=o[h], ow=o[w], rows=rows,
+            plane_extent=plane_extent, divide=divide,
+            emit_args="".join(f", {x}" for x in o[:h]) + f", {o[h]} + r, {o[w]}")
 
     def helpers(self) -> str:
         parts = [self.bases(), self.source(), self.emit()]
