@@ -5,7 +5,10 @@ one thread per output element walks its window. The pointwise ops that produced 
 *prologue*: conv output -> x * scale -> pool) are computed on the fly for every window element, so that tensor is
 never written; the pointwise ops after the pool (the *epilogue*: pool -> sigmoid) are applied before the single
 write. Consecutive threads take consecutive output columns: writes are coalesced, and where windows do not overlap
-every input element is read by one thread only (overlapping windows re-read neighbours from L1/L2). A global
+every input element is read by one thread only (overlapping windows re-read neighbours from L1/L2). Average pools
+over 2-3 dims take the strip kernel instead (strip_length): a thread computes a strip of up to 8 outputs down dim
+nd - 2 (H) at one output column, finds coordinates, bounds and lead offsets once for them, and loads each input
+row the strip's windows hold once, adding it to every window holding it, in PyTorch's summation order. A global
 average pool (output size 1 everywhere) is a mean over the spatial dims and goes to kfuse/reduce.py instead, as
 PyTorch itself computes it with mean().
 
