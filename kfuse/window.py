@@ -686,22 +686,32 @@ KF_INLINE void {n}_strip(const {n}_args& A, const index_t* base{params}) {{
         col_in[kw] = w0 + kw >= 0 && w0 + kw < in_w;
         col[kw] = w0 + kw < 0 ? 0 : (w0 + kw < in_w ? w0 + kw : in_w - 1);
     }}
-{rows}
-    // PyTorch's extents: [start, min(start + k, in + pad)) counted whole (pool), or clipped to the input (count)
-    const index_t w_end = w0 + KW < in_w + PW ? w0 + KW : in_w + PW;
-    index_t pool = w_end - w0;
-    index_t count = (w_end < in_w ? w_end : in_w) - (w0 > 0 ? w0 : 0);{plane_extent}
+{rows}{divisor}
     #pragma unroll
     for (int r = 0; r < R; ++r) {{
-        if ({oh} + r >= (index_t)A.out[{h}]) break;
-        const index_t h_start = h0 + r * SH;
-        const index_t h_end = h_start + KH < in_h + PH ? h_start + KH : in_h + PH;
-        const index_t inside = count * ((h_end < in_h ? h_end : in_h) - (h_start > 0 ? h_start : 0));
-        (void)inside;  // >= 1: with PyTorch's output sizes every window holds an input element (pool_out_size)
+        if ({oh} + r >= (index_t)A.out[{h}]) break;{divisor_per_output}
         {n}_emit<index_t>(A, base{emit_args}, sum[r] / (float)({divide}), 0);
     }}
 }}
 """
+# PyTorch's divisor: each extent [start, min(start + k, in + pad)) whole (count_include_pad, `pool`) or clipped to
+# the input (`count`: >= 1 with PyTorch's output sizes, every window holds an input element); the extents along the
+# last dim (and dim 0 in 3D) once per strip, down the strip per output. divisor_override: a constant, none of this.
+STRIP_DIVISOR = {
+    "pool": ("""
+    const index_t w_end = w0 + KW < in_w + PW ? w0 + KW : in_w + PW;
+    index_t pool = w_end - w0;{plane}""", """
+    pool *= d_end - d0;""", """
+        const index_t h_start = h0 + r * SH;
+        const index_t h_end = h_start + KH < in_h + PH ? h_start + KH : in_h + PH;""", "pool * (h_end - h_start)"),
+    "count": ("""
+    const index_t w_end = w0 + KW < in_w ? w0 + KW : in_w;
+    index_t count = w_end - (w0 > 0 ? w0 : 0);{plane}""", """
+    count *= (d_end < (index_t)A.in[0] ? d_end : (index_t)A.in[0]) - (d0 > 0 ? d0 : 0);""", """
+        const index_t h_start = h0 + r * SH;
+        const index_t h_end = h_start + KH < in_h ? h_start + KH : in_h;""",
+              "count * (h_end - (h_start > 0 ? h_start : 0))"),
+}
 STRIP_ROWS = """    if (interior_cols && h0 >= 0 && h0 + ROWS <= in_h) {{
         #pragma unroll
         for (int i = 0; i < ROWS; ++i) {{
@@ -739,10 +749,8 @@ STRIP_PLANES = """    constexpr int KD = {kd}, SD = {sd}, PD = {pd};  // the win
         if (c0 < 0 || c0 >= (index_t)A.in[0]) continue;  // (a padding plane: nothing to add)
 {rows}
     }}"""
-STRIP_PLANE_EXTENT = """
-    const index_t d_end = d0 + KD < (index_t)A.in[0] + PD ? d0 + KD : (index_t)A.in[0] + PD;
-    pool *= d_end - d0;
-    count *= (d_end < (index_t)A.in[0] ? d_end : (index_t)A.in[0]) - (d0 > 0 ? d0 : 0);"""
+STRIP_PLANE_END = """
+    const index_t d_end = d0 + KD < (index_t)A.in[0] + PD ? d0 + KD : (index_t)A.in[0] + PD;"""
 
 
 class _Printer:
@@ -917,22 +925,20 @@ class _Printer:
         o = self._coords("o")
         plane = "c0, " if nd == 3 else ""
         if spec.divisor is not None:
-            divide = str(int(spec.divisor))
+            divisor, per_output, divide = "", "", str(int(spec.divisor))
         else:
-            divide = "pool * (h_end - h_start)" if spec.count_include_pad else "inside"
+            divisor, plane_extent, per_output, divide = STRIP_DIVISOR["pool" if spec.count_include_pad else "count"]
+            divisor = divisor.format(plane=STRIP_PLANE_END + plane_extent if nd == 3 else "")
         rows = STRIP_ROWS.format(n=n, interior=f"{n}_source<index_t>(A, base, {plane}h0 + i, w0 + kw)",
                                  edge=f"{n}_source<index_t>(A, base, {plane}row, col[kw])")
         if nd == 3:
             rows = STRIP_PLANES.format(rows="\n".join("    " + line if line else line for line in rows.split("\n")),
                                        kd=spec.kernel[0], sd=spec.stride[0], pd=spec.padding[0])
-            plane_extent = STRIP_PLANE_EXTENT
-        else:
-            plane_extent = ""
         return STRIP_FN.format(
             n=n, params="".join(f", index_t {x}" for x in o), r=self.strip, h=h, w=w,
             kh=spec.kernel[h], sh=spec.stride[h], ph=spec.padding[h],
             kw=spec.kernel[w], sw=spec.stride[w], pw=spec.padding[w], oh=o[h], ow=o[w], rows=rows,
-            plane_extent=plane_extent, divide=divide,
+            divisor=divisor, divisor_per_output=per_output, divide=divide,
             emit_args="".join(f", {x}" for x in o[:h]) + f", {o[h]} + r, {o[w]}")
 
     def helpers(self) -> str:
