@@ -5,7 +5,10 @@ one thread per output element walks its window. The pointwise ops that produced 
 *prologue*: conv output -> x * scale -> pool) are computed on the fly for every window element, so that tensor is
 never written; the pointwise ops after the pool (the *epilogue*: pool -> sigmoid) are applied before the single
 write. Consecutive threads take consecutive output columns: writes are coalesced, and where windows do not overlap
-every input element is read by one thread only (overlapping windows re-read neighbours from L1/L2). A global
+every input element is read by one thread only (overlapping windows re-read neighbours from L1/L2). Average pools
+over 2-3 dims take the strip kernel instead (strip_length): a thread computes a strip of up to 8 outputs down dim
+nd - 2 (H) at one output column, finds coordinates, bounds and lead offsets once for them, and loads each input
+row the strip's windows hold once, adding it to every window holding it, in PyTorch's summation order. A global
 average pool (output size 1 everywhere) is a mean over the spatial dims and goes to kfuse/reduce.py instead, as
 PyTorch itself computes it with mean().
 
@@ -477,6 +480,29 @@ def _build(spec, core, value, index, source, hidden, prologue, bias, epi_steps, 
     return k
 
 
+# A strip kernel unrolls every load of its windows: at most this many per strip (registers and code size).
+STRIP_LOADS = 96
+STRIP_LENGTHS = (8, 4, 2)
+
+
+def strip_length(spec: PoolSpec) -> int:
+    """Outputs per thread for the strip kernel, 0 for the general one. Average pools over 2 or 3 dims take strips
+    of consecutive outputs down dim nd - 2 at one output column: coordinates, bounds and the lead offsets are found
+    once per strip, and an input row that several windows of the strip hold is read once for all of them (the
+    general kernel's per-output index math left it issue-bound at a quarter of the memory bandwidth)."""
+    if spec.kind != "avg" or spec.nd < 2:
+        return 0
+    *outer, (kh, sh), (kw, _) = zip(spec.kernel, spec.stride)
+    planes = 1
+    for k, _ in outer:
+        planes *= k
+    for length in STRIP_LENGTHS:
+        rows = sum(1 for i in range((length - 1) * sh + kh) if any(0 <= i - r * sh < kh for r in range(length)))
+        if planes * rows * kw <= STRIP_LOADS:
+            return length
+    return 0
+
+
 def kernel_name(kernel: WindowKernel) -> str:
     parts: list[str] = ["bias"] if kernel.bias else []
     for node in kernel.nodes:
@@ -537,6 +563,18 @@ __host__ __device__ __forceinline__
 inline
 #endif
 int64_t div_by(int64_t n, const Div& d) { return n / d.d; }
+// Pooling strips: whether any of a strip's R windows (kernel k, stride s) holds its input row i (not with a
+// stride over the kernel, between windows). Called with constants in unrolled loops: folded away.
+#ifdef __CUDACC__
+__host__ __device__ __forceinline__
+#else
+inline
+#endif
+constexpr bool strip_row_used(int i, int R, int k, int s) {
+    for (int r = 0; r < R; ++r)
+        if (i - r * s >= 0 && i - r * s < k) return true;
+    return false;
+}
 }  // namespace kf
 """
 
@@ -625,6 +663,96 @@ class WindowSources:
     expressions: str  # the pointwise expressions used, for the prelude's selection
 
 
+# The strip kernel's per-thread function (see _Printer.strip_fn); {rows}: STRIP_ROWS, in STRIP_PLANES for 3D.
+STRIP_FN = """template <typename index_t>
+KF_INLINE void {n}_strip(const {n}_args& A, const index_t* base{params}) {{
+    constexpr int R = {r};  // outputs in the strip, down dim {h}
+    constexpr int KH = {kh}, SH = {sh}, PH = {ph};  // the window down dim {h}
+    constexpr int KW = {kw}, SW = {sw}, PW = {pw};  // and along dim {w}
+    constexpr int ROWS = (R - 1) * SH + KH;  // the input rows the strip's windows span
+    const index_t in_h = (index_t)A.in[{h}], in_w = (index_t)A.in[{w}];
+    const index_t h0 = {oh} * SH - PH, w0 = {ow} * SW - PW;
+    float sum[R];
+    #pragma unroll
+    for (int r = 0; r < R; ++r) sum[r] = 0.0f;
+    // Strips whose windows stay inside the input load without a check. The others load at coordinates clamped
+    // into the input and drop the values outside: +0.0 instead, which changes no sum (a sum that starts at +0.0
+    // is never -0.0); straight-line code either way, so all of a strip's loads can be in flight at once.
+    const bool interior_cols = w0 >= 0 && w0 + KW <= in_w;
+    bool col_in[KW];
+    index_t col[KW];
+    #pragma unroll
+    for (int kw = 0; kw < KW; ++kw) {{
+        col_in[kw] = w0 + kw >= 0 && w0 + kw < in_w;
+        col[kw] = w0 + kw < 0 ? 0 : (w0 + kw < in_w ? w0 + kw : in_w - 1);
+    }}
+{rows}{divisor}
+    #pragma unroll
+    for (int r = 0; r < R; ++r) {{
+        if ({oh} + r >= (index_t)A.out[{h}]) break;{divisor_per_output}
+        {n}_emit<index_t>(A, base{emit_args}, sum[r] / (float)({divide}), 0);
+    }}
+}}
+"""
+# PyTorch's divisor: each extent [start, min(start + k, in + pad)) whole (count_include_pad, `pool`) or clipped to
+# the input (`count`: >= 1 with PyTorch's output sizes, every window holds an input element); the extents along the
+# last dim (and dim 0 in 3D) once per strip, down the strip per output. divisor_override: a constant, none of this.
+STRIP_DIVISOR = {
+    "pool": ("""
+    const index_t w_end = w0 + KW < in_w + PW ? w0 + KW : in_w + PW;
+    index_t pool = w_end - w0;{plane}""", """
+    pool *= d_end - d0;""", """
+        const index_t h_start = h0 + r * SH;
+        const index_t h_end = h_start + KH < in_h + PH ? h_start + KH : in_h + PH;""", "pool * (h_end - h_start)"),
+    "count": ("""
+    const index_t w_end = w0 + KW < in_w ? w0 + KW : in_w;
+    index_t count = w_end - (w0 > 0 ? w0 : 0);{plane}""", """
+    count *= (d_end < (index_t)A.in[0] ? d_end : (index_t)A.in[0]) - (d0 > 0 ? d0 : 0);""", """
+        const index_t h_start = h0 + r * SH;
+        const index_t h_end = h_start + KH < in_h ? h_start + KH : in_h;""",
+              "count * (h_end - (h_start > 0 ? h_start : 0))"),
+}
+STRIP_ROWS = """    if (interior_cols && h0 >= 0 && h0 + ROWS <= in_h) {{
+        #pragma unroll
+        for (int i = 0; i < ROWS; ++i) {{
+            if (!kf::strip_row_used(i, R, KH, SH)) continue;
+            #pragma unroll
+            for (int kw = 0; kw < KW; ++kw) {{
+                const float x = {interior};
+                #pragma unroll
+                for (int r = 0; r < R; ++r)
+                    if (i - r * SH >= 0 && i - r * SH < KH) sum[r] += x;
+            }}
+        }}
+    }} else {{
+        #pragma unroll
+        for (int i = 0; i < ROWS; ++i) {{
+            if (!kf::strip_row_used(i, R, KH, SH)) continue;
+            const index_t ch = h0 + i;
+            const bool row_in = ch >= 0 && ch < in_h;
+            const index_t row = ch < 0 ? 0 : (ch < in_h ? ch : in_h - 1);
+            #pragma unroll
+            for (int kw = 0; kw < KW; ++kw) {{
+                const float v = {edge};
+                const float x = row_in && col_in[kw] ? v : 0.0f;
+                #pragma unroll
+                for (int r = 0; r < R; ++r)
+                    if (i - r * SH >= 0 && i - r * SH < KH) sum[r] += x;
+            }}
+        }}
+    }}"""
+STRIP_PLANES = """    constexpr int KD = {kd}, SD = {sd}, PD = {pd};  // the window along dim 0, walked whole by every output
+    const index_t d0 = o0 * SD - PD;
+    #pragma unroll
+    for (int kd = 0; kd < KD; ++kd) {{
+        const index_t c0 = d0 + kd;
+        if (c0 < 0 || c0 >= (index_t)A.in[0]) continue;  // (a padding plane: nothing to add)
+{rows}
+    }}"""
+STRIP_PLANE_END = """
+    const index_t d_end = d0 + KD < (index_t)A.in[0] + PD ? d0 + KD : (index_t)A.in[0] + PD;"""
+
+
 class _Printer:
     def __init__(self, k: WindowKernel):
         self.k, self.n = k, k.name
@@ -632,6 +760,7 @@ class _Printer:
         self.nviews = self.nin + len(k.outputs)
         self.pool = k.is_pool
         self.nd = k.spec.nd if self.pool else 1
+        self.strip = strip_length(k.spec) if self.pool else 0
 
     # -- element functions -------------------------------------------------------------------------------
     def _load(self, i: int, offset: str) -> str:
@@ -786,37 +915,73 @@ class _Printer:
                 f"KF_INLINE void {n}_point(const {n}_args& A, const index_t* base{params}) {{\n"
                 + "\n".join(lines) + "\n}\n")
 
+    def strip_fn(self) -> str:
+        """Average pooling, a strip of outputs (o[nd-2] .. o[nd-2] + R - 1, the others fixed): each input element
+        any of its windows holds is loaded once and added to the sums of the windows holding it, in PyTorch's
+        order (planes, rows, then columns). Then PyTorch's divisor: the window clipped to the padded input
+        (count_include_pad), or to the input, or divisor_override; one IEEE division, as PyTorch's kernels."""
+        spec, nd, n = self.k.spec, self.nd, self.n
+        h, w = nd - 2, nd - 1
+        o = self._coords("o")
+        plane = "c0, " if nd == 3 else ""
+        if spec.divisor is not None:
+            divisor, per_output, divide = "", "", str(int(spec.divisor))
+        else:
+            divisor, plane_extent, per_output, divide = STRIP_DIVISOR["pool" if spec.count_include_pad else "count"]
+            divisor = divisor.format(plane=STRIP_PLANE_END + plane_extent if nd == 3 else "")
+        rows = STRIP_ROWS.format(n=n, interior=f"{n}_source<index_t>(A, base, {plane}h0 + i, w0 + kw)",
+                                 edge=f"{n}_source<index_t>(A, base, {plane}row, col[kw])")
+        if nd == 3:
+            rows = STRIP_PLANES.format(rows="\n".join("    " + line if line else line for line in rows.split("\n")),
+                                       kd=spec.kernel[0], sd=spec.stride[0], pd=spec.padding[0])
+        return STRIP_FN.format(
+            n=n, params="".join(f", index_t {x}" for x in o), r=self.strip, h=h, w=w,
+            kh=spec.kernel[h], sh=spec.stride[h], ph=spec.padding[h],
+            kw=spec.kernel[w], sw=spec.stride[w], pw=spec.padding[w], oh=o[h], ow=o[w], rows=rows,
+            divisor=divisor, divisor_per_output=per_output, divide=divide,
+            emit_args="".join(f", {x}" for x in o[:h]) + f", {o[h]} + r, {o[w]}")
+
     def helpers(self) -> str:
         parts = [self.bases(), self.source(), self.emit()]
-        if self.pool:
+        if self.strip:
+            parts.append(self.strip_fn())
+        elif self.pool:
             parts.append(self.point())
         return f"// ---- {self.n}: {' -> '.join(self.k.ops)}\n" + "\n".join(parts)
 
     def decls(self) -> str:
         return (f"struct {self.n}_args {{\n    kf::WView v[{self.nviews}];\n"
                 f"    int64_t in[3], out[3];  // spatial sizes (pooling); in[0]: the scanned length\n"
-                f"    kf::Div dout[3];        // dividers by out[]\n}};\n")
+                f"    int64_t grid[3];        // the threads' spatial grid: out[], or strips along dim nd - 2 (kf::Div: by them)\n"
+                f"    kf::Div dgrid[3];\n}};\n")
 
     # -- pooling loops -----------------------------------------------------------------------------------
     def _decompose(self, index: str, index_t: str, indent: str) -> str:
         lines = [f"{indent}{index_t} rest = {index};"]
         for j in reversed(range(self.nd)):
-            lines.append(f"{indent}const {index_t} q{j} = kf::div_by(rest, A.dout[{j}]);")
-            lines.append(f"{indent}const {index_t} o{j} = rest - q{j} * ({index_t})A.out[{j}];")
+            lines.append(f"{indent}const {index_t} q{j} = kf::div_by(rest, A.dgrid[{j}]);")
+            lines.append(f"{indent}const {index_t} o{j} = rest - q{j} * ({index_t})A.grid[{j}];")
             lines.append(f"{indent}rest = q{j};")
         lines.append(f"{indent}{index_t} base[{self.nviews}];")
         lines.append(f"{indent}{self.n}_bases<{index_t}>(A, g, rest, base);")
         return "\n".join(lines) + "\n"
 
+    def _per_thread(self) -> str:
+        """The call that does one thread's work: a strip (its first output's coordinates) or one output."""
+        nd = self.nd
+        if self.strip:
+            args = "".join(f", o{j} * {self.strip}" if j == nd - 2 else f", o{j}" for j in range(nd))
+            return f"{self.n}_strip<index_t>(A, base{args});"
+        return f"{self.n}_point<index_t>(A, base{''.join(f', o{j}' for j in range(nd))});"
+
     def pool_cpu(self) -> str:
         n = self.n
-        args = "".join(f", o{j}" for j in range(self.nd))
         return f"""
 template <typename index_t>
 void {n}_run_t(const {n}_args& A, const kf::WGeom& g, int64_t total) {{
     at::parallel_for(0, total, 4096, [&](int64_t begin, int64_t end) {{
         for (int64_t i = begin; i < end; ++i) {{
-{self._decompose("(index_t)i", "index_t", "            ")}            {n}_point<index_t>(A, base{args});
+{self._decompose("(index_t)i", "index_t", "            ")}            {self._per_thread()}
         }}
     }});
 }}
@@ -830,14 +995,14 @@ void {n}_run(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small_in
 
     def pool_cuda(self) -> str:
         n = self.n
-        args = "".join(f", o{j}" for j in range(self.nd))
+        work = (f"a strip of {self.strip} outputs down dim {self.nd - 2}" if self.strip else "one output element")
         return f"""
-// One thread per output element; consecutive threads take consecutive output columns (coalesced writes).
+// One thread per {work}; consecutive threads take consecutive output columns (coalesced reads and writes).
 template <typename index_t>
 __global__ void {n}_kernel({n}_args A, kf::WGeom g, index_t total) {{
     const index_t step = (index_t)blockDim.x * gridDim.x;
     for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {{
-{self._decompose("i", "index_t", "        ")}        {n}_point<index_t>(A, base{args});
+{self._decompose("i", "index_t", "        ")}        {self._per_thread()}
     }}
 }}
 
@@ -981,7 +1146,12 @@ void {n}_launch(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small
                                  f"{spec.padding[j]}, {spec.dilation[j] if spec.kind == 'max' else 1}, "
                                  f"{'true' if spec.ceil_mode else 'false'});")
                 lines.append(f"    TORCH_CHECK(A.in[{j}] > 0, \"{n}: empty spatial dim\");")
-                lines.append(f"    A.dout[{j}] = kf::make_div(A.out[{j}]);")
+                if self.strip and j == nd - 2:
+                    lines.append(f"    A.grid[{j}] = (A.out[{j}] + {self.strip - 1}) / {self.strip};  "
+                                 f"// strips of {self.strip} outputs")
+                else:
+                    lines.append(f"    A.grid[{j}] = A.out[{j}];")
+                lines.append(f"    A.dgrid[{j}] = kf::make_div(A.grid[{j}]);")
                 lines.append(f"    R.push_back(A.out[{j}]);")
                 lines.append(f"    inner.push_back(rank - {nd - j});")
         else:
@@ -1001,8 +1171,8 @@ void {n}_launch(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small
             returned.append(f"y{j}")
         lines += ["    kf::WGeom g;", "    kf::window_views(views, inner, g, A.v);",
                   "    int64_t total = g.rows;"]
-        if self.pool:
-            lines.append("    for (int j = 0; j < " + str(self.nd) + "; ++j) total *= A.out[j];")
+        if self.pool:  # threads: one per output, or per strip of outputs
+            lines.append("    for (int j = 0; j < " + str(self.nd) + "; ++j) total *= A.grid[j];")
         else:
             lines.append("    total *= A.in[0];")
         if target == "cuda":

@@ -78,6 +78,10 @@ EXPECTED = {
                      ["max_pool1d_with_indices"], ["adaptive_avg_pool2d"], ["mul", "adaptive_avg_pool2d"],
                      ["bias_of_conv2d", "sub", "tanh", "avg_pool2d"], ["bias_of_conv2d_1", "max_pool2d"]],
                     ["flatten", "conv2d", "conv2d"]),
+    # average pools over 2-3 dims: the strip kernel (every edge case, a fused producer and consumer), one window
+    # too large for strips on the general kernel; tests/test_window.py compares them with PyTorch bit for bit
+    "avg_pool_strips": ([["avg_pool2d"]] * 5 + [["avg_pool3d"], ["tanh", "sub", "avg_pool2d", "sigmoid", "mul"],
+                         ["avg_pool2d"], ["avg_pool3d"], ["avg_pool3d"]], []),
     # the reverse scan's two flips are one backward scan; the bool mask is read as 0/1 inside the kernel
     "scans_mix": ([["mul", "add", "cumsum"], ["flip", "cumsum", "flip"], ["mul", "cumsum"], ["cumsum", "sub"],
                    ["sigmoid", "cumprod"]], []),

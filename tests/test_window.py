@@ -42,3 +42,42 @@ def test_what_stays_an_aten_call(tmp_path: Path):
     assert "dtype=torch.float64" in reasons["aten.cumsum.default"]
     assert reasons["aten.flip.default"].startswith("no kfuse kernel")
     assert "adaptive_max_pool2d" in str(reasons)
+
+
+def test_average_pools_take_the_strip_kernel_and_match_pytorch_bit_for_bit(tmp_path: Path):
+    """window.strip_length: every average pool of tests/optimize/avg_pool_strips.py runs the strip kernel (odd
+    sizes, padding edges, stride 2, ceil_mode, count_include_pad=False, divisor_override, a stride over the kernel,
+    3D). Its sums run in PyTorch's order and its division is PyTorch's, so the bare pools equal PyTorch's CPU
+    kernels exactly, on fresh sizes and on strided inputs alike."""
+    import importlib.util
+    import sys
+
+    import torch
+
+    problems = Path(__file__).parent / "optimize"
+    result = optimize(problems / "avg_pool_strips.py", tmp_path / "strips_new.py", "cpu")
+    assert [k["fuses"][-1].split(".")[1] for k in result.kernels][:6] == ["avg_pool2d"] * 5 + ["avg_pool3d"]
+    text = result.path.read_text()
+    # every pool but the 80-tap 3D window (over window.STRIP_LOADS even in strips of 2: the general kernel)
+    assert text.count("_strip<index_t>(A, base") == 9 and text.count("_point<index_t>(A, base") == 1
+    assert all(f"constexpr int R = {r};" in text for r in (8, 4, 2))  # 3D windows: shorter strips
+    sys.path.insert(0, str(problems))
+    try:
+        import avg_pool_strips
+    finally:
+        sys.path.remove(str(problems))
+    spec = importlib.util.spec_from_file_location("strips_new", result.path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # builds the CPU extension
+    reference, candidate = avg_pool_strips.Model(), module.ModelNew()
+    torch.manual_seed(3)
+    inputs = [(torch.randn(3, 4, 26, 17), torch.randn(1, 3, 6, 9, 14)),
+              (torch.randn(1, 2, 9, 40), torch.randn(2, 1, 5, 4, 7)),
+              (torch.randn(3, 4, 17, 26).transpose(2, 3), torch.randn(1, 3, 14, 9, 6).permute(0, 1, 4, 3, 2))]
+    for x, v in inputs:
+        expected, got = reference(x, v), candidate(x, v)
+        for k, (want, have) in enumerate(zip(expected, got)):
+            if k == 6:
+                torch.testing.assert_close(have, want)  # (tanh and sigmoid: ATen's own vectorized forms)
+            else:
+                assert want.shape == have.shape and torch.equal(want, have), k
