@@ -474,7 +474,7 @@ def _argext(kind: str):
     return parse
 
 
-def _ext_dim(kind: str):  # max.dim / min.dim: (values, indices)
+def _ext_dim(kind: str):  # max.dim / min.dim: (values, indices); kind "max" or "min"
     def parse(node, p, source):
         if any(u.target is not operator.getitem for u in node.users):
             raise Unsupported("its tuple is used whole")
@@ -482,8 +482,8 @@ def _ext_dim(kind: str):  # max.dim / min.dim: (values, indices)
         if not any(int(u.args[1]) == 1 and u.users for u in node.users):
             # only the values are used: amax / amin, without carrying an index through every step (the same
             # values, NaN included)
-            return Spec(kind[3:], source, dims, bool(p["keepdim"]), row="s.m", first_item=True)
-        return Spec(kind, source, dims, bool(p["keepdim"]), row="s.m", index="KFR_ARG_INDEX(s.i)")
+            return Spec(kind, source, dims, bool(p["keepdim"]), row="s.m", first_item=True)
+        return Spec(f"arg{kind}", source, dims, bool(p["keepdim"]), row="s.m", index="KFR_ARG_INDEX(s.i)")
     return parse
 
 
@@ -752,8 +752,8 @@ _PARSERS = {
     "aten.amin.default": _plain("min", "s.m"),
     "aten.max.default": _plain("max", "s.m", all_dims=True),
     "aten.min.default": _plain("min", "s.m", all_dims=True),
-    "aten.max.dim": _ext_dim("argmax"),
-    "aten.min.dim": _ext_dim("argmin"),
+    "aten.max.dim": _ext_dim("max"),
+    "aten.min.dim": _ext_dim("min"),
     "aten.argmax.default": _argext("argmax"),
     "aten.argmin.default": _argext("argmin"),
     "aten.var.dim": _var(False),

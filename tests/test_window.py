@@ -49,10 +49,10 @@ def test_average_pools_take_the_strip_kernel_and_match_pytorch_bit_for_bit(tmp_p
     sizes, padding edges, stride 2, ceil_mode, count_include_pad=False, divisor_override, a stride over the kernel,
     3D). Its sums run in PyTorch's order and its division is PyTorch's, so the bare pools equal PyTorch's CPU
     kernels exactly, on fresh sizes and on strided inputs alike."""
-    import importlib.util
-    import sys
-
     import torch
+
+    from kfuse.loader import import_from_source
+    from kfuse.problem import load_problem
 
     problems = Path(__file__).parent / "optimize"
     result = optimize(problems / "avg_pool_strips.py", tmp_path / "strips_new.py", "cpu")
@@ -61,15 +61,9 @@ def test_average_pools_take_the_strip_kernel_and_match_pytorch_bit_for_bit(tmp_p
     # every pool but the 80-tap 3D window (over window.STRIP_LOADS even in strips of 2: the general kernel)
     assert text.count("_strip<index_t>(A, base") == 9 and text.count("_point<index_t>(A, base") == 1
     assert all(f"constexpr int R = {r};" in text for r in (8, 4, 2))  # 3D windows: shorter strips
-    sys.path.insert(0, str(problems))
-    try:
-        import avg_pool_strips
-    finally:
-        sys.path.remove(str(problems))
-    spec = importlib.util.spec_from_file_location("strips_new", result.path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # builds the CPU extension
-    reference, candidate = avg_pool_strips.Model(), module.ModelNew()
+    problem, _ = load_problem(str(problems / "avg_pool_strips.py"))
+    module = import_from_source(text, str(result.path), "strips_new")  # builds the CPU extension
+    reference, candidate = problem.Model(), module.ModelNew()
     torch.manual_seed(3)
     inputs = [(torch.randn(3, 4, 26, 17), torch.randn(1, 3, 6, 9, 14)),
               (torch.randn(1, 2, 9, 40), torch.randn(2, 1, 5, 4, 7)),

@@ -12,14 +12,14 @@ Variants, each checked bitwise against torch.relu on this size and on an odd one
 - vec8: two neighbouring float4 per thread (32 contiguous bytes), both loads before the stores;
 - vec8_nc256: vec8 with the 256-byte prefetch hint and streaming stores;
 - vec4_x2: two float4 a block apart per thread (coalesced), loads first.
-Times: CUDA events, L2 flushed (kfuse.problem.time_one_call), interleaved rounds, median and min of 60.
+Times: CUDA events, L2 flushed (kfuse.problem.time_one_call), interleaved rounds (kfuse.timing), median
+and min of 60.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from torch.utils.cpp_extension import load_inline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from kfuse.problem import L2Flush, time_one_call  # noqa: E402
+from kfuse.timing import TimingPlan, time_interleaved  # noqa: E402
 
 CUDA = r"""
 #include <cuda_runtime.h>
@@ -133,23 +134,20 @@ def main() -> int:
     contenders = {"eager": lambda: torch.relu(x)}
     for name, (variant, threads) in VARIANTS.items():
         contenders[name] = (lambda v=variant, t=threads: ext.run(x, v, t))
-    samples = {name: [] for name in contenders}
     for fn in contenders.values():
         for _ in range(3):
             fn()
-    names = list(contenders)
-    for r in range(args.rounds):
-        shift = r % len(names)
-        for name in names[shift:] + names[:shift]:
-            samples[name].append(time_one_call(contenders[name], device, flush)[0])
+    plan = TimingPlan(warmup=0, min_trials=args.rounds, min_seconds=0.0, max_trials=args.rounds)
+    stats = time_interleaved({name: (lambda _round, fn=fn: time_one_call(fn, device, flush)[0])
+                              for name, fn in contenders.items()}, plan)
     gbytes = 2 * x.numel() * 4 / 1e9
     rows = []
-    base = statistics.median(samples["eager"])
-    for name, s in samples.items():
-        med = statistics.median(s)
-        rows.append({"variant": name, "median_ms": med, "min_ms": min(s), "gb_per_s": gbytes / med * 1e3,
+    base = stats["eager"]["median_ms"]
+    for name, st in stats.items():
+        med = st["median_ms"]
+        rows.append({"variant": name, "median_ms": med, "min_ms": st["min_ms"], "gb_per_s": gbytes / med * 1e3,
                      "vs_eager": base / med})
-        print(f"{name:12s} median {med:.4f} ms  min {min(s):.4f}  {gbytes / med * 1e3:7.0f} GB/s  "
+        print(f"{name:12s} median {med:.4f} ms  min {st['min_ms']:.4f}  {gbytes / med * 1e3:7.0f} GB/s  "
               f"{base / med:.3f}x eager")
     if args.json:
         Path(args.json).write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
