@@ -45,6 +45,9 @@ class Reducer:
     update: str                                # C statements: state `s`, value `v` (float), index `r` (int64_t),
                                                # which grows from one update of a state to the next
     merge: str                                 # C statements: merge state `b` into `a`
+    # whether a thread may keep four partial states on its float4 path (merged after the row): worth it where a
+    # merge is as cheap as an update; Welford's merge divides, the online softmax's takes exponentials
+    partials: bool = True
 
 
 _SUM = Reducer((("kf_acc", "s", "0"),), "s.s += (kf_acc)v;", "a.s += b.s;")
@@ -64,10 +67,11 @@ REDUCERS = {
     # Welford: one read, numerically stable; Chan's formula merges two partial states.
     "welford": Reducer((("kf_acc", "mean", "0"), ("kf_acc", "m2", "0"), ("kf_acc", "n", "0")),
                        "kfr_welford_step(s.mean, s.m2, s.n, (kf_acc)v);",
-                       "kfr_welford_merge(a.mean, a.m2, a.n, b.mean, b.m2, b.n);"),
+                       "kfr_welford_merge(a.mean, a.m2, a.n, b.mean, b.m2, b.n);", partials=False),
     # Online softmax: running max m and the sum of exp(x - m), rescaled when m grows. -inf elements add 0.
     "softmax": Reducer((("kf_acc", "m", "-INFINITY"), ("kf_acc", "s", "0")),
-                       "kfr_softmax_step(s.m, s.s, (kf_acc)v);", "kfr_softmax_merge(a.m, a.s, b.m, b.s);"),
+                       "kfr_softmax_step(s.m, s.s, (kf_acc)v);", "kfr_softmax_merge(a.m, a.s, b.m, b.s);",
+                       partials=False),
     # Two sources at once (`v` and `w0`): their dot product and both squared norms, in one read of each.
     "dot_norms": Reducer((("kf_acc", "xy", "0"), ("kf_acc", "xx", "0"), ("kf_acc", "yy", "0")),
                          "{ const kf_acc x = (kf_acc)v, y = (kf_acc)w0; s.xy += x * y; s.xx += x * x; s.yy += y * y; }",
@@ -1276,10 +1280,13 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
 }}
 """]
         loads = "".join(f"    const float4 q{i} = kfr_load4(A.v[{i}], g, ob[{i}] + e{i});\n" for i in self.acc_views)
-        calls = "".join(f"    {n}_acc_body(part[{j}], (int64_t)r + {j}{''.join(f', q{i}.{c}' for i in self.acc_views)});\n"
-                        for j, c in enumerate("xyzw"))
-        out.append(f"// one partial state per lane of the float4: four independent chains (more in flight, and a product's or\n"
-                   f"// a sum's rounding spread over four short chains rather than one long one)\n"
+        lanes = 4 if self.red.partials else 1
+        calls = "".join(f"    {n}_acc_body(part[{j % lanes}], (int64_t)r + {j}"
+                        f"{''.join(f', q{i}.{c}' for i in self.acc_views)});\n" for j, c in enumerate("xyzw"))
+        what = ("one partial state per lane of the float4: four independent chains (more in flight, and a product's "
+                "or\n// a sum's rounding spread over four short chains rather than one long one)" if lanes == 4 else
+                "the four values into one state, in order (this reducer's merge costs more than its updates)")
+        out.append(f"// {what}\n"
                    f"template <typename index_t>\n__device__ __forceinline__ void {n}_accumulate4(const {n}_args& A, "
                    f"const kf::RGeom& g, const index_t* ob, index_t r, {n}_state* part) {{\n"
                    f"{self._elem_offsets(self.acc_views)}{loads}{calls}}}\n")
@@ -1444,14 +1451,15 @@ __device__ __forceinline__ {n}_state {n}_group_reduce({n}_state s, int group, {n
     def cuda(self, column_view: int) -> str:
         n, nv = self.n, self.nviews
         has_full = bool(self.k.full_outputs)
+        loop = (f"#pragma unroll 4\n            for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group) "
+                f"{n}_accumulate4<index_t>(A, g, ob, r, {'part' if self.red.partials else '&s'});\n")
+        vector_rows = (f"            {n}_state part[4] = {{{n}_init(), {n}_init(), {n}_init(), {n}_init()}};\n"
+                       f"{loop}            for (int j = 0; j < 4; ++j) {n}_merge(s, part[j]);\n"
+                       if self.red.partials else loop)
         acc_rows = ("" if self.spec.skip_accumulate else
                     f"        if (stage != 2) {{\n"
                     f"            for (index_t r = r0 + lane; r < v0; r += group) {n}_accumulate<index_t>(A, g, ob, r, s);\n"
-                    f"            {n}_state part[4] = {{{n}_init(), {n}_init(), {n}_init(), {n}_init()}};\n"
-                    f"#pragma unroll 4\n"
-                    f"            for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group) "
-                    f"{n}_accumulate4<index_t>(A, g, ob, r, part);\n"
-                    f"            for (int j = 0; j < 4; ++j) {n}_merge(s, part[j]);\n"
+                    f"{vector_rows}"
                     f"            for (index_t r = tail + lane; r < r1; r += group) "
                     f"{n}_accumulate<index_t>(A, g, ob, r, s);\n"
                     f"        }}\n")
