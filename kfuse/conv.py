@@ -819,7 +819,7 @@ conv2d_small_filter(const float* __restrict__ x, const float* __restrict__ w, co
 // Runs the small-filter kernel when the geometry is the one it was instantiated for (the model's filter); false
 // otherwise (the caller runs the general kernel).
 template <int CIN, int KH, int KW, int SH, int SW, int DH, int DW, int CB, class Epilogue>
-bool conv2d_small_filter_forward(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out,
+static bool conv2d_small_filter_forward(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out,
                                  cudaStream_t stream) {
     using T = SmallFilterTile<CIN, KH, KW, SH, SW, DH, DW, CB>;
     if (g.groups != 1 || g.in_channels != CIN || g.in_size[0] != 1 || g.kernel[0] != 1 || g.kernel[1] != KH
@@ -829,7 +829,9 @@ bool conv2d_small_filter_forward(const float* x, const float* w, const ConvGeom&
     const int64_t chunks = (g.out_channels + CB - 1) / CB, blocks = g.batch * chunks * row_tiles * col_tiles;
     if (blocks > INT32_MAX) return false;
     auto kernel = conv2d_small_filter<CIN, KH, KW, SH, SW, DH, DW, CB, Epilogue>;
-    static bool configured[256] = {};  // the shared-memory opt-in is per device
+    // the shared-memory opt-in is per device; per extension only because this function is static (a local static of
+    // a template with external linkage is one object for every kfuse extension in the process)
+    static bool configured[256] = {};
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess || device >= 256) return false;
     if (!configured[device]) {

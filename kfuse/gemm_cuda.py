@@ -299,13 +299,15 @@ __host__ inline bool vectorizable(const Matrix& m, bool k_contiguous, int64_t ro
 // Returns the error of the shared-memory setup; the caller checks the launch itself.
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool A_K_CONTIGUOUS, bool B_K_CONTIGUOUS,
           int MIN_BLOCKS, class Epilogue>
-cudaError_t launch_tiles(const Problem& p, const Epilogue& epilogue, cudaStream_t stream) {
+static cudaError_t launch_tiles(const Problem& p, const Epilogue& epilogue, cudaStream_t stream) {
     using C = Config<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS>;
     if (p.batch == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
     const bool fast = vectorizable(p.a, A_K_CONTIGUOUS, p.M, p.K) && vectorizable(p.b, B_K_CONTIGUOUS, p.N, p.K);
     auto kernel = fast ? gemm_3xtf32<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS, 4, MIN_BLOCKS, Epilogue>
                        : gemm_3xtf32<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS, 1, MIN_BLOCKS, Epilogue>;
-    // Per instantiation and device (the attribute is a device's): allow more than 48 KB of shared memory.
+    // Per instantiation and device (the attribute is a device's): allow more than 48 KB of shared memory. This
+    // function is static: a local static of a template with external linkage is one object per process (a GNU
+    // unique symbol) shared by every kfuse extension loaded, and a second file's kernel would skip its own opt-in.
     static bool configured[2][256] = {};
     int device = 0;
     cudaError_t err = cudaGetDevice(&device);
@@ -693,13 +695,13 @@ __host__ inline bool hopper_device(int device) {
 // next K tile's A fragment is read from shared memory while the MMAs run (16 more registers).
 template <int BN, int STAGES, bool A_SHARED, bool STORE_BIG = true, bool PARTIAL_SUMS = true, bool PREFETCH_A = false,
           class Epilogue>
-cudaError_t launch_wgmma(const Problem& p, const Epilogue& epilogue, int device, cudaStream_t stream) {
+static cudaError_t launch_wgmma(const Problem& p, const Epilogue& epilogue, int device, cudaStream_t stream) {
     using C = WgmmaConfig<BN, STAGES, A_SHARED>;
     if (p.batch == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
     const bool fast = vectorizable(p.a, true, p.M, p.K) && vectorizable(p.b, true, p.N, p.K);
     auto kernel = fast ? gemm_3xtf32_wgmma<BN, STAGES, A_SHARED, STORE_BIG, PARTIAL_SUMS, PREFETCH_A, 4, Epilogue>
                        : gemm_3xtf32_wgmma<BN, STAGES, A_SHARED, STORE_BIG, PARTIAL_SUMS, PREFETCH_A, 1, Epilogue>;
-    static bool configured[2][256] = {};
+    static bool configured[2][256] = {};  // per process only because this function is static: see launch_tiles
     if (!configured[fast][device]) {
         const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
         if (err != cudaSuccess) return err;

@@ -44,7 +44,7 @@ PROBLEMS = Path(__file__).parent / "optimize"
 CUDA_PROBLEMS = ["sum_middle_dim_tanh", "softmax_dim1_4d", "batchnorm_relu", "max_dim_values_indices",
                  "l2_normalize", "group_norm_relu", "rms_norm", "bmm_residual_softmax", "l1_norm_prod",
                  "log_softmax_transposed", "batchnorm_eval_functional", "var_std_argmin",
-                 "native_norms", "arg_extremes_special"]
+                 "native_norms", "arg_extremes_special", "column_reductions"]
 
 
 def cuda_sources(name: str):

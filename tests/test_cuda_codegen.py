@@ -2,6 +2,7 @@
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -320,3 +321,34 @@ def test_fp32_convolutions_run_channels_last_where_eager_is_tf32_anyway(tmp_path
     assert optimize(grouped, tmp_path / "grouped_new.py", "cuda").kernels[0]["reads_channels_last"] is None
     short_k = conv_problem(tmp_path, "short_k", "Conv2d(8, 64, 3)", (2, 8, 19, 23))
     assert all(k["reads_channels_last"] is None for k in optimize(short_k, tmp_path / "short_k_new.py", "cuda").kernels)
+
+
+def template_functions_with_local_statics(source: str) -> dict[str, bool]:
+    """Each function template whose body holds a local `static` variable -> whether the template itself is static."""
+    found = {}
+    for m in re.finditer(r"template <[^{;]*?>\s*\n(static\s+)?[\w:<>]+\s+(\w+)\([^;{]*\)\s*\{", source):
+        depth, end = 1, m.end()
+        while depth:
+            depth += {"{": 1, "}": -1}.get(source[end], 0)
+            end += 1
+        if re.search(r"\n\s*static (?!constexpr)", source[m.end():end]):
+            found[m.group(2)] = m.group(1) is not None
+    return found
+
+
+@pytest.mark.parametrize("problem", ["linear_scale_leaky", "conv_div_leaky"])
+def test_local_statics_of_templates_stay_in_their_extension(problem, tmp_path):
+    """A local static of a function template with external linkage is one object per process (a GNU unique symbol):
+    two kfuse files with GEMMs in one process shared the shared-memory opt-in flag, and the second file's kernel
+    failed to launch (measured on the H100). Such templates are static: one flag per extension."""
+    if problem == "conv_div_leaky":
+        path = conv_problem(tmp_path, "seed_like", "Conv2d(8, 64, 3)", (2, 8, 19, 23))
+        result = optimize(path, tmp_path / "seed_like_new.py", "cuda")
+        tree = ast.parse(result.path.read_text())
+        text = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
+                for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value, ast.Constant)}
+    else:
+        _, text = sources(problem, tmp_path)
+    found = template_functions_with_local_statics(text["CUDA_SOURCE"])
+    assert found, "expected a template with a local static (the shared-memory opt-in)"
+    assert all(found.values()), found

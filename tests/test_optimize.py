@@ -41,6 +41,8 @@ EXPECTED = {
     "max_dim_values_indices": ([["max", "mul"]], []),
     # -inf / +inf rows, NaN and ties: PyTorch's answers; min.dim with its indices, max.dim's values alone
     "arg_extremes_special": ([["min"], ["argmax"], ["argmin"], ["max"]], []),
+    # a middle dim reduced: four rows per thread on CUDA (softmax's output too), rows not in fours, a split range
+    "column_reductions": ([["sum"], ["argmax"], ["mul", "softmax"], ["amin"], ["mean"]], []),
     "softmax_scale_bias": ([["mul", "softmax", "add"]], []),
     "softmax_dim1_4d": ([["softmax"]], []),
     "log_softmax_transposed": ([["log_softmax"]], ["t"]),
