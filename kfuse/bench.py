@@ -339,20 +339,44 @@ def job_main(job_path: str, result_path: str) -> int:
 
 # ------------------------------------------------------------------------------------------------- optimizing
 
+def kfuse_sources_digest() -> str:
+    """sha256 of kfuse's own source files: an emitted ModelNew depends on them, not only on the version number."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for file in sorted(root.rglob("*.py")):
+        h.update(file.relative_to(root).as_posix().encode())
+        h.update(hashlib.sha256(file.read_bytes()).digest())
+    return h.hexdigest()
+
+
 def optimize_all(problems: list[Problem], options: BenchOptions) -> dict[str, dict]:
     """`kfuse optimize --no-check` for every problem, in parallel processes (CPU work: capture on the meta
     device, no build), before any judging: the cache is then keyed on the emitted file itself, so a rerun after
     kfuse changed judges again exactly the problems whose ModelNew changed.
 
-    Returns, per problem id, {"path", "optimized"} or {"status": "unsupported", "reasons"}.
+    An emitted file is kept in `--out/optimized/` under a hash of the problem, kfuse's sources, torch's version and
+    the device, so a resumed run (a fresh machine with the carried --out) skips optimizing what it did before.
+
+    Returns, per problem id, {"path", "optimized", "reused"} or {"status": "unsupported", "reasons"}.
     """
-    folder = options.out / "candidates"
+    folder, memo = options.out / "candidates", options.out / "optimized"
     folder.mkdir(parents=True, exist_ok=True)
+    memo.mkdir(exist_ok=True)
+    salt = f"{kfuse_sources_digest()} {torch_version()} {options.device}".encode()
+
+    def kept_file(problem: Problem) -> Path:
+        return memo / f"{hashlib.sha256(problem.path.read_bytes() + salt).hexdigest()}.json"
 
     def one(problem: Problem) -> tuple[str, dict]:
         path, report = folder / f"{problem.id}_new.py", folder / f".{problem.id}.json"
         for stale in (path, report):  # a file from an earlier run must not stand for this one
             stale.unlink(missing_ok=True)
+        try:
+            earlier = json.loads(kept_file(problem).read_text())
+            write_atomically(path, earlier["candidate"])
+            return problem.id, {"path": path, "optimized": earlier["optimized"], "reused": True}
+        except (OSError, json.JSONDecodeError, KeyError):
+            pass  # not emitted before (or unreadable: optimize says why)
         command = [sys.executable, "-m", "kfuse", "optimize", str(problem.path), "-o", str(path),
                    "--device", options.device, "--no-check", "--json", str(report)]
         try:
@@ -363,8 +387,12 @@ def optimize_all(problems: list[Problem], options: BenchOptions) -> dict[str, di
         if done.returncode == 0 and report.exists():
             optimized = json.loads(report.read_text())
             report.unlink()
-            return problem.id, {"path": path, "optimized": {k: optimized.get(k) for k in
-                                                            ("kernels", "library_calls", "unfused")}}
+            optimized = {k: optimized.get(k) for k in ("kernels", "library_calls", "unfused")}
+            try:
+                write_atomically(kept_file(problem), json.dumps({"candidate": path.read_text(), "optimized": optimized}))
+            except OSError:
+                pass  # only a shortcut for the next run
+            return problem.id, {"path": path, "optimized": optimized, "reused": False}
         errors = [line for line in done.stderr.splitlines() if line.startswith("kfuse: error: ")]
         if errors:  # kfuse's own one-line refusal
             return problem.id, unsupported(errors[-1].removeprefix("kfuse: error: "))
@@ -645,6 +673,10 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
     if options.candidates is None:
         with console.status(f"optimizing {len(problems)} problems"):
             emitted = optimize_all(problems, options)
+        reused = sum(1 for e in emitted.values() if e.get("reused"))
+        if reused:
+            console.print(f"kfuse: {reused} of {len(problems)} emitted files reused from {options.out / 'optimized'} "
+                          "(same problem, kfuse sources, torch and device)", highlight=False)
     for problem in problems:
         if options.candidates is None:
             if "path" not in emitted[problem.id]:

@@ -271,6 +271,7 @@ def test_optimize_statuses(optimize_run):
     assert (out / "candidates" / "scale_relu_new.py").exists()
     assert json.loads((out / "verdicts" / "scale_relu.json").read_text())["status"] == "correct"
     assert data["judged"] == 1 and data["cached"] == 0  # the unsupported two never reach a judge
+    assert "reused" not in done.stderr and len(list((out / "optimized").glob("*.json"))) == 1  # the one emitted
     for name in ("broken_import", "plain_matmul", "scale_relu"):  # the terminal table names every problem
         assert name in done.stdout
 
@@ -295,6 +296,8 @@ def test_rerun_comes_from_the_cache(optimize_run):
     assert statuses(data) == EXPECTED_OPTIMIZE
     assert all(p["cached"] for p in data["problems"] if p["status"] != "unsupported")
     assert "0 judged now, 1 from the cache" in done.stderr
+    # the emitted file itself comes back from --out/optimized (the refusals are optimized again)
+    assert "1 of 3 emitted files reused" in done.stderr
 
 
 def test_timed_run_has_speedups(tmp_path):
