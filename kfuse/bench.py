@@ -483,10 +483,19 @@ def worker_slots(options: BenchOptions) -> list[dict]:
     if options.workers is not None:
         gpus = gpus[:options.workers]
     if options.per_gpu == 1:
-        return [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in gpus]
-    locks = (options.out / "locks").resolve()
-    return [{"CUDA_VISIBLE_DEVICES": gpu, gpulock.ENV: str(locks / f"gpu{gpu}.lock"),
-             gpulock.SHARERS_ENV: str(options.per_gpu)} for gpu in gpus for _ in range(options.per_gpu)]
+        slots = [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in gpus]
+    else:
+        locks = (options.out / "locks").resolve()
+        slots = [{"CUDA_VISIBLE_DEVICES": gpu, gpulock.ENV: str(locks / f"gpu{gpu}.lock"),
+                  gpulock.SHARERS_ENV: str(options.per_gpu)} for gpu in gpus for _ in range(options.per_gpu)]
+    # torch.compile's workers take every core by default; side by side, the judges share them, so one job's
+    # torch.compile does not starve another's build (which counts against its timeout: two GEMM seeds timed out
+    # building beside five other judges on 16 cores). A value the user set stays.
+    if "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ:
+        threads = str(max(1, (os.cpu_count() or 1) // len(slots)))
+        for slot in slots:
+            slot["TORCHINDUCTOR_COMPILE_THREADS"] = threads
+    return slots
 
 
 def out_of_gpu_memory(result: dict) -> bool:

@@ -156,6 +156,7 @@ def test_find_candidate(tmp_path):
 
 def test_one_worker_per_visible_gpu(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,3")
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "4")  # the user's choice: kept, not set per slot
     assert worker_slots(BenchOptions(device="cuda")) == [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1", "3")]
     assert worker_slots(BenchOptions(device="cuda", workers=2)) == [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1")]
     assert worker_slots(BenchOptions(device="cpu")) == [{}]
@@ -172,6 +173,12 @@ def test_jobs_sharing_a_gpu_share_its_lock(monkeypatch, tmp_path):
     locks = {s["CUDA_VISIBLE_DEVICES"]: s["KFUSE_GPU_LOCK"] for s in slots}
     assert len({s["KFUSE_GPU_LOCK"] for s in slots}) == 2 and locks["0"] != locks["2"]
     assert all(s["KFUSE_GPU_SHARERS"] == "3" for s in slots)
+    # torch.compile's workers: the cores shared among the six judges, unless the user chose
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    assert {s["TORCHINDUCTOR_COMPILE_THREADS"] for s in worker_slots(BenchOptions(device="cuda", per_gpu=3))} == {"2"}
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "5")
+    assert all("TORCHINDUCTOR_COMPILE_THREADS" not in s for s in worker_slots(BenchOptions(device="cuda", per_gpu=3)))
     with pytest.raises(UsageError, match="--per-gpu"):
         worker_slots(BenchOptions(device="cuda", per_gpu=0))
 
