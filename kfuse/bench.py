@@ -364,15 +364,14 @@ def optimize_all(problems: list[Problem], options: BenchOptions) -> dict[str, di
     memo.mkdir(exist_ok=True)
     salt = f"{kfuse_sources_digest()} {torch_version()} {options.device}".encode()
 
-    def kept_file(problem: Problem) -> Path:
-        return memo / f"{hashlib.sha256(problem.path.read_bytes() + salt).hexdigest()}.json"
-
     def one(problem: Problem) -> tuple[str, dict]:
         path, report = folder / f"{problem.id}_new.py", folder / f".{problem.id}.json"
         for stale in (path, report):  # a file from an earlier run must not stand for this one
             stale.unlink(missing_ok=True)
+        kept = None
         try:
-            earlier = json.loads(kept_file(problem).read_text())
+            kept = memo / f"{hashlib.sha256(problem.path.read_bytes() + salt).hexdigest()}.json"
+            earlier = json.loads(kept.read_text())
             write_atomically(path, earlier["candidate"])
             return problem.id, {"path": path, "optimized": earlier["optimized"], "reused": True}
         except (OSError, json.JSONDecodeError, KeyError):
@@ -388,10 +387,11 @@ def optimize_all(problems: list[Problem], options: BenchOptions) -> dict[str, di
             optimized = json.loads(report.read_text())
             report.unlink()
             optimized = {k: optimized.get(k) for k in ("kernels", "library_calls", "unfused")}
-            try:
-                write_atomically(kept_file(problem), json.dumps({"candidate": path.read_text(), "optimized": optimized}))
+            try:  # only a shortcut for the next run
+                if kept is not None:
+                    write_atomically(kept, json.dumps({"candidate": path.read_text(), "optimized": optimized}))
             except OSError:
-                pass  # only a shortcut for the next run
+                pass
             return problem.id, {"path": path, "optimized": optimized, "reused": False}
         errors = [line for line in done.stderr.splitlines() if line.startswith("kfuse: error: ")]
         if errors:  # kfuse's own one-line refusal

@@ -1345,13 +1345,15 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
 }}
 """]
         loads = "".join(f"    const float4 q{i} = kfr_load4(A.v[{i}], g, ob[{i}] + e{i});\n" for i in self.acc_views)
-        lanes = 4 if self.red.partials else 1
-        calls = "".join(f"    {n}_acc_body(part[{j % lanes}], (int64_t)r + {j}"
-                        f"{''.join(f', q{i}.{c}' for i in self.acc_views)});\n" for j, c in enumerate("xyzw"))
-        what = ("one partial state per lane of the float4: four independent chains (more in flight, and a product's "
-                "or\n// a sum's rounding spread over four short chains rather than one long one)" if lanes == 4 else
-                "the four values into one state, in order (this reducer's merge costs more than its updates)")
-        if self.red.update4 is not None and not self.spec.extra:
+        if self.red.update4 is None or self.spec.extra:
+            lanes = 4 if self.red.partials else 1
+            calls = "".join(f"    {n}_acc_body(part[{j % lanes}], (int64_t)r + {j}"
+                            f"{''.join(f', q{i}.{c}' for i in self.acc_views)});\n" for j, c in enumerate("xyzw"))
+            what = ("one partial state per lane of the float4: four independent chains (more in flight, and a "
+                    "product's or\n// a sum's rounding spread over four short chains rather than one long one)"
+                    if lanes == 4 else
+                    "the four values into one state, in order (this reducer's merge costs more than its updates)")
+        else:
             names: dict[str, str] = {}
             lines, used = self._source_lines(names)
             params = ", ".join(f"float a{i}" for i in used)
@@ -1366,20 +1368,24 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
                    f"const kf::RGeom& g, const index_t* ob, index_t r, {n}_state* part) {{\n"
                    f"{self._elem_offsets(self.acc_views)}{loads}{calls}}}\n")
         if k.full_outputs:
-            nf = len(k.full_outputs)
-            outs = list(range(self.nop, self.nviews))
-            loads = "".join(f"    const float4 q{i} = kfr_load4(A.v[{i}], g, ob[{i}] + e{i});\n"
-                            for i in self.full_views)
-            calls = "".join(f"    {n}_full_body(rv, y{c}{''.join(f', q{i}.{c}' for i in self.full_views)});\n"
-                            for c in "xyzw")
-            stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{self.nop + j}].data + ob[{self.nop + j}] + "
-                             f"e{self.nop + j}) = make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n"
-                             for j in range(nf))
-            out.append(f"template <typename index_t>\n__device__ __forceinline__ void {n}_full4(const {n}_args& A, "
-                       f"const kf::RGeom& g, const index_t* ob, index_t r, const {n}_row& rv) {{\n"
-                       f"{self._elem_offsets(self.full_views + outs)}"
-                       f"    float yx[{nf}], yy[{nf}], yz[{nf}], yw[{nf}];\n{loads}{calls}{stores}}}\n")
+            out.append(self._full_float4(f"{n}_full4", f"const {n}_row& rv", lambda j: "rv", "kfr_load4"))
         return "".join(out)
+
+    def _full_float4(self, name: str, rv_param: str, rv_of_lane, load: str) -> str:
+        """The full phase for four neighbouring elements: a float4 load per view (`load`), the full body per lane
+        with that lane's row values (`rv_of_lane(j)`), a float4 store per full output."""
+        n, nf = self.n, len(self.k.full_outputs)
+        outs = list(range(self.nop, self.nviews))
+        loads = "".join(f"    const float4 q{i} = {load}(A.v[{i}], g, ob[{i}] + e{i});\n" for i in self.full_views)
+        calls = "".join(f"    {n}_full_body({rv_of_lane(j)}, y{c}{''.join(f', q{i}.{c}' for i in self.full_views)});\n"
+                        for j, c in enumerate("xyzw"))
+        stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{self.nop + j}].data + ob[{self.nop + j}] + "
+                         f"e{self.nop + j}) = make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n"
+                         for j in range(nf))
+        return (f"template <typename index_t>\n__device__ __forceinline__ void {name}(const {n}_args& A, "
+                f"const kf::RGeom& g, const index_t* ob, index_t r, {rv_param}) {{\n"
+                f"{self._elem_offsets(self.full_views + outs)}"
+                f"    float yx[{nf}], yy[{nf}], yz[{nf}], yw[{nf}];\n{loads}{calls}{stores}}}\n")
 
     def cols4(self) -> str:
         """CUDA, column mapping: four neighbouring rows per thread, one float4 per view along the contiguous kept
@@ -1392,19 +1398,8 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
                f"const kf::RGeom& g, const index_t* ob, index_t r, {n}_state* s) {{\n"
                f"{self._elem_offsets(self.acc_views)}{loads}{calls}}}\n"]
         if k.full_outputs:
-            nf = len(k.full_outputs)
-            outs = list(range(self.nop, self.nviews))
-            loads = "".join(f"    const float4 q{i} = kfr_load_cols4(A.v[{i}], g, ob[{i}] + e{i});\n"
-                            for i in self.full_views)
-            calls = "".join(f"    {n}_full_body(rv[{j}], y{c}{''.join(f', q{i}.{c}' for i in self.full_views)});\n"
-                            for j, c in enumerate("xyzw"))
-            stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{self.nop + j}].data + ob[{self.nop + j}] + "
-                             f"e{self.nop + j}) = make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n"
-                             for j in range(nf))
-            out.append(f"template <typename index_t>\n__device__ __forceinline__ void {n}_full_cols4(const {n}_args& A, "
-                       f"const kf::RGeom& g, const index_t* ob, index_t r, const {n}_row* rv) {{\n"
-                       f"{self._elem_offsets(self.full_views + outs)}"
-                       f"    float yx[{nf}], yy[{nf}], yz[{nf}], yw[{nf}];\n{loads}{calls}{stores}}}\n")
+            out.append(self._full_float4(f"{n}_full_cols4", f"const {n}_row* rv", lambda j: f"rv[{j}]",
+                                         "kfr_load_cols4"))
         return "".join(out)
 
     def cols4_views(self) -> list[int]:

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from kfuse.compare import compare_outputs  # noqa: E402
 from kfuse.loader import import_from_source  # noqa: E402
-from kfuse.problem import L2Flush, load_problem, make_inputs, time_one_call  # noqa: E402
+from kfuse.problem import L2Flush, build_reference, load_problem, make_inputs, time_one_call  # noqa: E402
 from kfuse.timing import TimingPlan, time_interleaved  # noqa: E402
 
 
@@ -54,8 +54,7 @@ def to_double(model: torch.nn.Module) -> torch.nn.Module:
 def run_problem(problem_path: Path, variants: dict[str, Path], device: torch.device, plan: TimingPlan) -> dict:
     name = problem_path.stem
     problem, init = load_problem(str(problem_path))
-    torch.manual_seed(0)
-    ref = problem.Model(*init).to(device)
+    ref = build_reference(problem, init, seed=0, device=device)
     inputs = make_inputs(problem, 1, device)
     row: dict = {"problem": name, "variants": {}}
     with torch.no_grad():
