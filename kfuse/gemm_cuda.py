@@ -354,38 +354,67 @@ __global__ void sum_slices(const float* __restrict__ partial, int slices, int64_
     }
 }
 
-// Matrix-vector products (N = 1 at capture): memory-bound, so no tensor cores and no split: one warp per output
-// element streams its row of A (float4 when aligned, several loads in flight), fp32 FMAs, a shuffle reduction.
-// Correct for any N (one warp per element), efficient for N = 1.
+// Matrix-vector products (N = 1 at capture): memory-bound, so no tensor cores and no split. This thread's share
+// of output element w: elements `member`, `member + stride`, ... of its row of A against b (float4 when aligned,
+// several loads in flight), fp32 FMAs. Correct for any N (one group of threads per element), efficient for N = 1.
+__device__ __forceinline__ float gemv_partial(const Problem& p, int64_t w, int member, int stride) {
+    const int64_t n = w % p.N, m = (w / p.N) % p.M, l = w / (p.N * p.M);
+    const float* a = p.a.data + l * p.a.batch_stride + m * p.a.row_stride;
+    const float* b = p.b.data + l * p.b.batch_stride + n * p.b.row_stride;
+    float sum = 0.0f;
+    const bool vector = p.a.k_stride == 1 && p.b.k_stride == 1 && p.K % 4 == 0
+                        && reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0;
+    if (vector) {
+        const float4* a4 = reinterpret_cast<const float4*>(a);
+        const float4* b4 = reinterpret_cast<const float4*>(b);
+#pragma unroll 4
+        for (int64_t q = member; q < p.K / 4; q += stride) {
+            const float4 x = __ldcs(a4 + q), y = __ldg(b4 + q);  // A streams through once; b stays cached
+            sum = fmaf(x.x, y.x, sum);
+            sum = fmaf(x.y, y.y, sum);
+            sum = fmaf(x.z, y.z, sum);
+            sum = fmaf(x.w, y.w, sum);
+        }
+    } else {
+        for (int64_t k = member; k < p.K; k += stride) sum = fmaf(a[k * p.a.k_stride], b[k * p.b.k_stride], sum);
+    }
+    return sum;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+
+// Short rows: one warp per output element.
 template <class Epilogue>
 __global__ void gemv_kernel(const Problem p, const Epilogue epilogue) {
     const int lane = threadIdx.x & 31;
     const int64_t total = p.batch * p.M * p.N;
     const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
     for (int64_t w = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; w < total; w += warps) {
-        const int64_t n = w % p.N, m = (w / p.N) % p.M, l = w / (p.N * p.M);
-        const float* a = p.a.data + l * p.a.batch_stride + m * p.a.row_stride;
-        const float* b = p.b.data + l * p.b.batch_stride + n * p.b.row_stride;
-        float sum = 0.0f;
-        const bool vector = p.a.k_stride == 1 && p.b.k_stride == 1 && p.K % 4 == 0
-                            && reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0;
-        if (vector) {
-            const float4* a4 = reinterpret_cast<const float4*>(a);
-            const float4* b4 = reinterpret_cast<const float4*>(b);
-#pragma unroll 4
-            for (int64_t q = lane; q < p.K / 4; q += 32) {
-                const float4 x = __ldcs(a4 + q), y = __ldg(b4 + q);  // A streams through once; b stays cached
-                sum = fmaf(x.x, y.x, sum);
-                sum = fmaf(x.y, y.y, sum);
-                sum = fmaf(x.z, y.z, sum);
-                sum = fmaf(x.w, y.w, sum);
-            }
-        } else {
-            for (int64_t k = lane; k < p.K; k += 32) sum = fmaf(a[k * p.a.k_stride], b[k * p.b.k_stride], sum);
-        }
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        const float sum = warp_sum(gemv_partial(p, w, lane, 32));
         if (lane == 0) p.out[w] = epilogue(sum, w);
+    }
+}
+
+// Long rows: one block of 512 per output element, all blocks resident at once. Fewer rows streaming at once keep
+// DRAM accesses closer together: H100, 8192 x 98304, 1.240 -> 1.158 ms against a warp per row.
+template <class Epilogue>
+__global__ void __launch_bounds__(512, 4) gemv_rows_kernel(const Problem p, const Epilogue epilogue) {
+    __shared__ float partial[16];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    const int64_t total = p.batch * p.M * p.N;
+    for (int64_t w = blockIdx.x; w < total; w += gridDim.x) {
+        const float sum = warp_sum(gemv_partial(p, w, threadIdx.x, blockDim.x));
+        if (lane == 0) partial[warp] = sum;
+        __syncthreads();
+        if (warp == 0) {
+            const float row = warp_sum(lane < (int)(blockDim.x / 32) ? partial[lane] : 0.0f);
+            if (lane == 0) p.out[w] = epilogue(row, w);
+        }
+        __syncthreads();
     }
 }
 
@@ -393,6 +422,10 @@ template <class Epilogue>
 cudaError_t launch_gemv(const Problem& p, const Epilogue& epilogue, int sms, cudaStream_t stream) {
     const int64_t total = p.batch * p.M * p.N;
     if (total == 0) return cudaSuccess;
+    if (p.K >= 512 * 32) {  // each of the 512 threads gets at least 8 float4s of the row
+        gemv_rows_kernel<<<(unsigned)std::min<int64_t>(total, (int64_t)sms * 4), 512, 0, stream>>>(p, epilogue);
+        return cudaSuccess;
+    }
     const int warps_per_block = 8;
     const unsigned blocks = (unsigned)std::min<int64_t>((total + warps_per_block - 1) / warps_per_block, (int64_t)sms * 32);
     gemv_kernel<<<blocks, warps_per_block * 32, 0, stream>>>(p, epilogue);
