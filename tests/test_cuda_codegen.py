@@ -133,6 +133,24 @@ def test_nvcc_compiles_the_kernels(problem, tmp_path):
     assert {k: v for k, v in local_memory_copies(done.stdout + done.stderr).items() if "_general" not in k} == {}
 
 
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_light_column_kernels_fit_32_registers_without_spilling(tmp_path):
+    """The launch bounds of the light column kernels hold them to 32 registers with 32-bit indexing: no spill there."""
+    _, text = sources("column_reductions", tmp_path)
+    cu = tmp_path / "kernels.cu"
+    cu.write_text(text["CUDA_SOURCE"])
+    done = subprocess.run([NVCC, "-c", "-O3", "-arch=sm_90", "-Xptxas", "-v", str(cu), "-o", str(tmp_path / "kernels.o")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    light = {}
+    for entry in (done.stdout + done.stderr).split("Compiling entry function")[1:]:
+        name = entry.split("'")[1]
+        if re.search(r"fused_(sum|mean|amin|argmax)_cols4?IiE", name):
+            light[name] = (int(entry.split(" registers")[0].rsplit(None, 1)[-1]),
+                           int(entry.split(" bytes spill stores")[0].rsplit(None, 1)[-1]))
+    assert len(light) == 8 and all(registers <= 32 and spills == 0 for registers, spills in light.values()), light
+
+
 def local_memory_copies(ptxas_log: str) -> dict[str, str]:
     """Kernels with a stack frame but no spill stores, from `ptxas -v` output: {mangled name: frame bytes}."""
     found = {}
@@ -293,6 +311,29 @@ def test_gemm_split_k_and_gemv_sources(tmp_path):
     result = optimize(SUITE / "level1" / "4_Matrix_vector_multiplication.py", tmp_path / "v.py", "cuda")
     text = result.path.read_text()
     assert "kf_gemm::launch_gemv(p, e, sms, stream)" in text and "kf_gemm::launch<" not in text
+    # rows of 16K floats or more take a block each (this one: K = 98304), shorter ones a warp
+    assert "if (p.K >= 512 * 32)" in text and "gemv_rows_kernel<<<" in text and "gemv_kernel<<<" in text
+
+
+def column_kernel_bounds(cuda_source: str) -> dict[str, str]:
+    """Each column kernel's name -> its launch bounds ("" without)."""
+    return {m.group(2): m.group(1) or "" for m in
+            re.finditer(r"__global__ void (__launch_bounds__\(.*?\) )?(\w+_cols4?)\(", cuda_source)}
+
+
+def test_light_column_reductions_keep_eight_blocks_per_sm(tmp_path):
+    """One input and a one-value (or arg-extreme) state without a full output: launch bounds on both column
+    kernels; a softmax's or a norm's state keeps the compiler's own register count (it would spill at 32)."""
+    _, text = sources("column_reductions", tmp_path)
+    bounds = column_kernel_bounds(text["CUDA_SOURCE"])
+    light = "__launch_bounds__(256, sizeof(index_t) == 4 ? 8 : 4) "
+    assert {name for name, b in bounds.items() if b == light} == {
+        f"fused_{r}_{k}" for r in ("mean", "amin", "argmax", "sum") for k in ("cols", "cols4")}
+    assert bounds["fused_mul_softmax_cols"] == bounds["fused_mul_softmax_cols4"] == ""
+    _, text = sources("var_std_argmin", tmp_path)
+    bounds = column_kernel_bounds(text["CUDA_SOURCE"])
+    assert any(b == light for name, b in bounds.items() if "argmin" in name)
+    assert all(b == "" for name, b in bounds.items() if "argmin" not in name) and len(bounds) > 2
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
