@@ -234,6 +234,8 @@ def _run_job(job: dict) -> dict:
             result.update(status="unsupported", reasons=[str(err)])
             return result
         result.update(status=verdict["status"], reasons=verdict["reasons"], verdict=verdict)
+        if verdict.get("stale_build_locks"):  # kfuse.judge.stale_build_locks: not the candidate's verdict, not cached
+            result["infra"] = True
     return result
 
 

@@ -134,7 +134,36 @@ SIGNAL_MEANING = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus erro
                   signal.SIGKILL: "killed, likely out of host memory"}
 
 
+# The worker's stage while the candidate's file is imported (its extensions built).
+BUILD_STAGE = "building the candidate"
+
+
+def stale_build_locks(code: str, since: float) -> list[str]:
+    """torch's build locks (`<build root>/<extension>/lock`) older than `since`, of extensions the candidate's code
+    names. A build stopped midway (a judge killed at a bench's interruption) leaves its lock behind, and every later
+    build of that extension waits for it to go away: a timeout that is not the candidate's doing."""
+    try:
+        if os.environ.get("TORCH_EXTENSIONS_DIR"):
+            locks = list(Path(os.environ["TORCH_EXTENSIONS_DIR"]).glob("*/lock"))
+        else:  # torch's default root, one folder per Python and CUDA version (py312_cu130) under it
+            from torch.utils.cpp_extension import get_default_build_root
+
+            locks = list(Path(get_default_build_root()).glob("*/*/lock"))
+    except Exception:  # no torch here, or an unreadable build root: nothing to report
+        return []
+    found = []
+    for lock in locks:
+        try:
+            stale = lock.stat().st_mtime < since
+        except OSError:  # removed meanwhile: its build finished
+            continue
+        if stale and lock.parent.name in code:
+            found.append(str(lock))
+    return sorted(found)
+
+
 def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Callable[[str], None]) -> tuple:
+    started = time.time()
     with tempfile.TemporaryDirectory(prefix="kfuse-check-") as tmp:
         spec_path, events_path, log_path = (Path(tmp) / n for n in ("spec.json", "events.jsonl", "worker.log"))
         spec_path.write_text(json.dumps(spec))
@@ -175,8 +204,13 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
         verdict["timing"] = report.get("timing")
     if timed_out:
         verdict["error_log"] = log_text[-LOG_TAIL_CHARS:]
-        return "timeout", [f"timed out after {options.timeout:g} s while {verdict['stage']} (build included "
-                           f"in the limit)"]
+        reasons = [f"timed out after {options.timeout:g} s while {verdict['stage']} (build included in the limit)"]
+        locks = stale_build_locks(spec["candidate_code"], started) if verdict["stage"] == BUILD_STAGE else []
+        if locks:
+            verdict["stale_build_locks"] = locks
+            reasons.append(f"a build lock older than this judge was in the way: {locks[0]} (an interrupted build "
+                           f"leaves it; delete it and judge again)")
+        return "timeout", reasons
     if outcome is None:
         verdict["error_log"] = log_text[-LOG_TAIL_CHARS:]
         code = process.returncode

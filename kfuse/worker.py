@@ -22,6 +22,7 @@ import torch
 
 from kfuse import gpulock, roofline, wire
 from kfuse.compare import compare_outputs, float64_chunks, leaves, same_bits
+from kfuse.judge import BUILD_STAGE
 from kfuse.problem import (ProblemError, apply_precision, build_reference, describe_exception, load_problem,
                            make_inputs, release_cached_memory, rerandomise, strided, synchronize, weight_scales)
 from kfuse.timing import TimingPlan, time_interleaved
@@ -338,7 +339,7 @@ class Judgement:
         self.timer = CandidateProcess(self.device, self.events, "the reference's timing process") \
             if self.spec["time"] else None
         try:
-            self.events.stage("building the candidate")  # CPU work: no GPU section
+            self.events.stage(BUILD_STAGE)  # CPU work: no GPU section
             built = self.candidate.request("setup", problem=self.spec["problem"], candidate=self.spec["candidate"],
                                            code=self.spec["candidate_code"], device=str(self.device),
                                            precision=self.spec.get("precision", "fp32"))

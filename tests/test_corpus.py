@@ -51,3 +51,38 @@ def test_correct_candidate_is_timed_against_eager_and_compile(built_cpu_corpus):
     assert timing["speedups"]["vs_eager"] == pytest.approx(
         timing["stats"]["eager"]["median_ms"] / timing["stats"]["candidate"]["median_ms"])
     assert timing["roofline"]["bytes"] == 2 * 263 * 1031 * 4
+
+
+STALE_LOCK_CANDIDATE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+module = load_inline(name="kfuse_stale_lock_probe", cpp_sources="int one() { return 1; }", functions=["one"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self, negative_slope: float = 0.01):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+'''
+
+
+def test_a_build_waiting_on_a_stale_lock_is_named_and_not_blamed_on_the_candidate(tmp_path, monkeypatch):
+    """An interrupted build leaves torch's lock behind and the next build of that extension waits on it: the
+    timeout's reasons name the lock, and the verdict says so (kfuse bench does not cache it)."""
+    import os
+    import time
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "extensions"))
+    lock = tmp_path / "extensions" / "kfuse_stale_lock_probe" / "lock"
+    lock.parent.mkdir(parents=True)
+    lock.touch()
+    os.utime(lock, (time.time() - 3600, time.time() - 3600))
+    candidate = tmp_path / "stale_lock.py"
+    candidate.write_text(STALE_LOCK_CANDIDATE)
+    verdict = check(PROBLEMS / "leaky_relu.py", candidate, options(timeout=15))
+    assert verdict["status"] == "timeout" and verdict["stale_build_locks"] == [str(lock)]
+    assert "building the candidate" in verdict["reasons"][0] and str(lock) in verdict["reasons"][1]
