@@ -137,18 +137,21 @@ def test_nvcc_compiles_the_kernels(problem, tmp_path):
 def test_light_column_kernels_fit_32_registers_without_spilling(tmp_path):
     """The launch bounds of the light column kernels hold them to 32 registers with 32-bit indexing: no spill there."""
     _, text = sources("column_reductions", tmp_path)
+    light = {name: (int(entry.split(" registers")[0].rsplit(None, 1)[-1]),
+                    int(entry.split(" bytes spill stores")[0].rsplit(None, 1)[-1]))
+             for name, entry in ptxas_entries(text["CUDA_SOURCE"], tmp_path).items()
+             if re.search(r"fused_(sum|mean|amin|argmax)_cols4?IiE", name)}
+    assert len(light) == 8 and all(registers <= 32 and spills == 0 for registers, spills in light.values()), light
+
+
+def ptxas_entries(cuda_source: str, tmp_path: Path) -> dict[str, str]:
+    """nvcc -Xptxas -v on a CUDA source for sm_90: each kernel's mangled name -> its part of ptxas's report."""
     cu = tmp_path / "kernels.cu"
-    cu.write_text(text["CUDA_SOURCE"])
-    done = subprocess.run([NVCC, "-c", "-O3", "-arch=sm_90", "-Xptxas", "-v", str(cu), "-o", str(tmp_path / "kernels.o")],
+    cu.write_text(cuda_source)
+    done = subprocess.run([NVCC, "-c", "-O3", "-arch=sm_90", "-Xptxas", "-v", str(cu), "-o", str(tmp_path / "k.o")],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    light = {}
-    for entry in (done.stdout + done.stderr).split("Compiling entry function")[1:]:
-        name = entry.split("'")[1]
-        if re.search(r"fused_(sum|mean|amin|argmax)_cols4?IiE", name):
-            light[name] = (int(entry.split(" registers")[0].rsplit(None, 1)[-1]),
-                           int(entry.split(" bytes spill stores")[0].rsplit(None, 1)[-1]))
-    assert len(light) == 8 and all(registers <= 32 and spills == 0 for registers, spills in light.values()), light
+    return {entry.split("'")[1]: entry for entry in (done.stdout + done.stderr).split("Compiling entry function")[1:]}
 
 
 def local_memory_copies(ptxas_log: str) -> dict[str, str]:
@@ -222,16 +225,8 @@ def test_channels_last_epilogue_keeps_its_operands_out_of_local_memory(tmp_path)
     """Indexing an operand's strides with a loop variable copied the operand structs to local memory, per thread:
     6x the kernel's bytes on an H100. The GENERAL instantiation (strided operands) unrolls its stride loop."""
     _, text = sources("conv_div_leaky", tmp_path, precision="tf32")
-    cu = tmp_path / "kernels.cu"
-    cu.write_text(text["CUDA_SOURCE"])
-    done = subprocess.run([NVCC, "-c", "-O3", "-arch=sm_90", "-Xptxas", "-v", str(cu), "-o", str(tmp_path / "k.o")],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    frames = {}
-    for entry in (done.stdout + done.stderr).split("Compiling entry function")[1:]:
-        name = entry.split("'")[1]
-        if "from_channels_last" in name:
-            frames[name] = entry.split(" bytes stack frame")[0].rsplit(None, 1)[-1]
+    frames = {name: entry.split(" bytes stack frame")[0].rsplit(None, 1)[-1]
+              for name, entry in ptxas_entries(text["CUDA_SOURCE"], tmp_path).items() if "from_channels_last" in name}
     assert len(frames) == 4 and set(frames.values()) == {"0"}, frames
 
 
