@@ -238,16 +238,18 @@ def _device_code(step: GemmStep, target: str) -> str:
     if target == "cuda":
         c = step.config
         args = c.arguments(step.a_k_contiguous, step.b_k_contiguous, step.split_k)
-        slices = f"kf_gemm::split_k_slices<{c.bm}, {c.bn}, {c.bk}>(p, sms)" if step.split_k and not step.gemv else "1"
         call = ("kf_gemm::launch_gemv(p, e, sms, stream)" if step.gemv
                 else f"kf_gemm::launch<{args}>(p, e, workspace, sms, stream)")
+        flag = lambda x: "true" if x else "false"  # noqa: E731
+        workspace = ("0" if step.gemv else
+                     f"kf_gemm::workspace_floats<{c.bm}, {c.bn}, {c.bk}, {flag(step.a_k_contiguous)}, "
+                     f"{flag(step.b_k_contiguous)}, {flag(step.split_k)}, {c.wgmma_bn}>(p, sms)")
         return (_epilogue_struct(step)
                 + f"\ncudaError_t {step.name}_launch(const kf_gemm::Problem& p, const kf::Operand* operands, "
                   f"const kf::Shape& shape, float* workspace, int sms, cudaStream_t stream) {{\n{fill}"
                   f"    return {call};\n}}\n"
                   f"int64_t {step.name}_workspace(const kf_gemm::Problem& p, int sms) {{\n"
-                  f"    const int64_t slices = {slices};\n"
-                  f"    return slices > 1 ? slices * p.M * p.N : 0;\n}}\n")
+                  f"    return {workspace};\n}}\n")
     return _epilogue_struct(step) + f"""
 // {step.name} on the CPU: one output row per iteration, accumulated in double over K, then the epilogue.
 void {step.name}_run(const kf_gemm::Problem& p, const kf::Operand* operands, const kf::Shape& shape) {{
@@ -316,7 +318,7 @@ def _host_wrapper(step: GemmStep, target: str) -> str:
     inputs = ", ".join(["&out"] + [f"&e{k}" for k in range(len(extra))])
     if target == "cuda":
         run = (f"    const int sms = kf::sm_count(out.get_device());\n"
-               f"    const int64_t workspace_floats = {step.name}_workspace(p, sms);  // split K only\n"
+               f"    const int64_t workspace_floats = {step.name}_workspace(p, sms);  // split K, Hopper planes\n"
                f"    at::Tensor workspace = at::empty({{workspace_floats}}, out.options());\n"
                f"    C10_CUDA_CHECK({step.name}_launch(p, operands + 1, shape, workspace.data_ptr<float>(), sms,\n"
                f"                                        c10::cuda::getCurrentCUDAStream()));\n"

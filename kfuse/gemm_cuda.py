@@ -20,9 +20,10 @@ Structure (one C++ template, the tile shape as named template parameters):
   element (its flat index in the contiguous [batch][M][N] output) before the one write.
 
 On Hopper (compute capability 9.0, files built for sm_90a: KF_SM90A) products whose operands are both
-K-contiguous run `gemm_3xtf32_wgmma` instead: warpgroup MMAs (wgmma.mma_async m64nNk8 tf32) with B split once per
-stage into big/small tiles in 128-byte-swizzled shared memory (A split in registers, or also in shared memory),
-same three products, same per-K-tile partial sums, same epilogue functor. See WGMMA_TEMPLATE.
+K-contiguous run `gemm_3xtf32_presplit` instead: warpgroup MMAs (wgmma.mma_async m64n128k8 tf32). The operand with
+fewer rows is split once per call into big and small planes in a workspace (`split_rows`), read by the MMAs from
+128-byte-swizzled shared memory; the other is split in registers. Same three products, partial sums every two K
+tiles, same epilogue functor. See WGMMA_TEMPLATE.
 """
 
 from __future__ import annotations
@@ -437,29 +438,24 @@ cudaError_t launch_gemv(const Problem& p, const Epilogue& epilogue, int sms, cud
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Hopper (sm_90a): the same product with warpgroup MMAs (wgmma.mma_async) reading B, and optionally A, from shared
-# memory. Compiled only when the build targets sm_90a (KF_SM90A, set by the emitted file's build flags on an sm_90
-# device) and used at run time on compute capability 9.0, for operands with K contiguous (both read as rows x K);
+# Hopper (sm_90a): the same product with warpgroup MMAs (wgmma.mma_async), A from registers, B from shared memory.
+# Compiled only when the build targets sm_90a (KF_SM90A, set by the emitted file's build flags on an sm_90 device)
+# and used at run time on compute capability 9.0, for operands with K contiguous (both read as rows x K);
 # everything else keeps the mma.sync kernel above. The kernel body is guarded by __CUDA_ARCH_FEAT_SM90_ALL, so the
 # same source also compiles for other architectures in one build (then the run-time check picks per device).
 
-def _wgmma_wrapper(n: int, a_shared: bool) -> str:
-    """A C++ wrapper of one `wgmma.mma_async ... m64n{n}k8.f32.tf32.tf32` (A from registers or shared memory)."""
+def _wgmma_wrapper(n: int) -> str:
+    """A C++ wrapper of one `wgmma.mma_async ... m64n{n}k8.f32.tf32.tf32`, A from registers."""
     regs = n // 2  # accumulator floats per thread: 64 x n over 128 threads
     d = ", ".join(f"%{i}" for i in range(regs))
-    if a_shared:
-        a_operand, a_inputs, nxt = f"%{regs}", '"l"(a)', regs + 1
-        a_param = "uint64_t a"
-    else:
-        a_operand = "{" + ", ".join(f"%{regs + i}" for i in range(4)) + "}"
-        a_inputs = ", ".join(f'"r"(a[{i}])' for i in range(4))
-        a_param, nxt = "const uint32_t (&a)[4]", regs + 4
+    a_operand = "{" + ", ".join(f"%{regs + i}" for i in range(4)) + "}"
+    a_inputs = ", ".join(f'"r"(a[{i}])' for i in range(4))
     outputs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    source = "shared" if a_shared else "registers"
+    nxt = regs + 4
     return f"""
-// d (+)= A * B on a 64 x {n} x 8 step of the warpgroup, A from {source}, B through its shared-memory descriptor;
+// d (+)= A * B on a 64 x {n} x 8 step of the warpgroup, A from registers, B through its shared-memory descriptor;
 // accumulate = 0 overwrites d (a fresh partial sum).
-__device__ __forceinline__ void wgmma_{'ss' if a_shared else 'rs'}(float (&d)[{regs}], {a_param}, uint64_t b, int accumulate) {{
+__device__ __forceinline__ void wgmma_rs(float (&d)[{regs}], const uint32_t (&a)[4], uint64_t b, int accumulate) {{
     asm volatile("{{\\n.reg .pred keep;\\nsetp.ne.b32 keep, %{nxt + 1}, 0;\\n"
                  "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{{d}}}, {a_operand}, %{nxt}, keep, 1, 1;\\n}}\\n"
                  : {outputs}
@@ -468,19 +464,19 @@ __device__ __forceinline__ void wgmma_{'ss' if a_shared else 'rs'}(float (&d)[{r
 """
 
 
-WGMMA_NS = (128, 64)  # the tile widths (BN) the wrappers exist for
+WGMMA_NS = (128,)  # the tile widths (shared-operand rows per block) the wrappers exist for
 
 
 WGMMA_TEMPLATE = r"""
 #if defined(KF_SM90A)
 namespace kf_gemm {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-""" + "".join(_wgmma_wrapper(n, shared) for n in WGMMA_NS for shared in (False, True)) + r"""
+""" + "".join(_wgmma_wrapper(n) for n in WGMMA_NS) + r"""
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// Generic-proxy shared-memory writes (the split) made visible to the async proxy wgmma reads through.
-__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Waits until at most PENDING committed groups of this warpgroup's MMAs are still running.
+template <int PENDING>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(PENDING) : "memory"); }
 // The compiler must not move reads or writes of the accumulators across the asynchronous MMAs.
 template <int R>
 __device__ __forceinline__ void pin_registers(float (&d)[R]) {
@@ -510,204 +506,276 @@ __device__ __forceinline__ uint64_t descriptor(const float* tile) {
     return ((address & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
 }
 
-// Copies rows [row0, row0 + ROWS) x k [k0, k0 + 32) of `m` (read along K) into a swizzled tile, VEC floats per
-// copy; zeros outside rows x K.
-template <int ROWS, int VEC, int THREADS>
-__device__ __forceinline__ void load_swizzled(float* tile, const Matrix& m, int64_t batch, int64_t row0, int64_t rows,
-                                              int64_t k0, int64_t K, int tid) {
-    constexpr int PER_ROW = 32 / VEC, COPIES = PER_ROW * ROWS;
-    static_assert(COPIES % THREADS == 0, "tile copies must divide evenly among the threads");
-    const float* base = m.data + batch * m.batch_stride;
-#pragma unroll
-    for (int i = 0; i < COPIES / THREADS; ++i) {
-        const int c = tid + i * THREADS;
-        const int row = c / PER_ROW, k = (c % PER_ROW) * VEC;
-        const int64_t r = row0 + row, kk = k0 + k;
-        const bool inside = r < rows && kk < K;  // VEC = 4: the host checked K % 4 == 0 and alignment
-        const float* src = inside ? base + r * m.row_stride + kk * m.k_stride : m.data;
-        copy_async<VEC * 4>(tile + swizzled(row, k), src, inside);
+// The descriptor of the tile `floats` past the one `base` describes: the start address (bits 0-13, in 16-byte
+// units) is the only field that changes, and it cannot carry out (shared memory ends below 2^18 bytes).
+__device__ __forceinline__ uint64_t descriptor_at(uint64_t base, int floats) { return base + (uint64_t)(floats >> 2); }
+
+// ---- The pre-split kernel: no split pass in shared memory ----------------------------------------------------
+// One operand ("shared", the one with fewer rows) is split once per call by `split_rows` into two K-padded planes,
+// big = tf32(x) (truncated) and small = x - big, that the wgmma reads through descriptors; the other ("register")
+// operand is read from the shared tile into registers and split there. So a K tile costs three copies and the MMAs,
+// nothing else: the per-stage split pass (every B element read and written twice in shared memory) is gone.
+// Roles: SWAPPED (the usual Linear: M < N) makes A the shared operand and B the register one; the accumulator then
+// holds the output transposed, which only changes the epilogue's index.
+
+// The planes of the shared operand (and, when the register operand cannot take 16-byte copies, its packed copy):
+// rows padded to a multiple of 4 floats with zeros.
+struct Planes {
+    float* big;    // batches x rows x k_padded (big parts; or the packed copy when small is null)
+    float* small;  // the same shape, small parts; null: copy only
+    int64_t batches, rows, K, k_padded;
+};
+
+__global__ void split_rows(const Matrix m, const Planes out) {
+    for (int64_t line = blockIdx.x; line < out.batches * out.rows; line += gridDim.x) {
+        const int64_t l = line / out.rows, r = line % out.rows;
+        const float* src = m.data + l * m.batch_stride + r * m.row_stride;
+        float* big = out.big + line * out.k_padded;
+        float* small = out.small ? out.small + line * out.k_padded : nullptr;
+        for (int64_t k = threadIdx.x; k < out.k_padded; k += blockDim.x) {
+            const float x = k < out.K ? src[k * m.k_stride] : 0.0f;
+            if (small) {
+                const float hi = __uint_as_float(__float_as_uint(x) & 0xffffe000u);
+                big[k] = hi;
+                small[k] = x - hi;
+            } else {
+                big[k] = x;
+            }
+        }
     }
 }
 
-// x = big + small, elementwise over a tile (any layout: both tiles share it): big = tf32(x) by truncation
-// written back in place (STORE_BIG), small = x - big (exact) into `small`. With STORE_BIG the MMA sees TF32
-// values whatever it does with the low 13 bits of its inputs; without, it must ignore them (truncate) itself.
-template <int FLOATS, int THREADS, bool STORE_BIG>
-__device__ __forceinline__ void split_tile(float* big, float* small, int tid) {
-    static_assert(FLOATS % (4 * THREADS) == 0, "the split covers the tile in float4s");
-#pragma unroll
-    for (int i = tid * 4; i < FLOATS; i += THREADS * 4) {
-        float4 x = *reinterpret_cast<const float4*>(big + i);
-        float4 hi;
-        hi.x = __uint_as_float(__float_as_uint(x.x) & 0xffffe000u);
-        hi.y = __uint_as_float(__float_as_uint(x.y) & 0xffffe000u);
-        hi.z = __uint_as_float(__float_as_uint(x.z) & 0xffffe000u);
-        hi.w = __uint_as_float(__float_as_uint(x.w) & 0xffffe000u);
-        if constexpr (STORE_BIG) *reinterpret_cast<float4*>(big + i) = hi;
-        *reinterpret_cast<float4*>(small + i) = make_float4(x.x - hi.x, x.y - hi.y, x.z - hi.z, x.w - hi.w);
-    }
-}
+// One operand's share of a stage fill for this thread, worked out once per output tile: rows of 32 floats along
+// K in 16-byte copies (8 per row), copy i at row tid / 8 + 32 i, k = 4 (tid % 8). K tile kt's copies are the
+// first tile's moved kt * 32 along K, and all of this thread's copies share one swizzle (their rows differ by 32):
+// a fill is then an add, a select and a copy per 16 bytes.
+template <int ROWS, int THREADS>
+struct RowCopies {
+    static constexpr int ROW_STEP = THREADS / 8, COPIES = ROWS / ROW_STEP;
+    static_assert(ROWS % ROW_STEP == 0 && ROW_STEP % 8 == 0, "the copies of a thread share one swizzle");
+    const float* first;     // copy 0's source at k = 0
+    const float* fallback;  // a valid address for zero-filled copies (nothing is read)
+    int64_t row_step;       // ROW_STEP rows, in floats
+    unsigned rows_inside;   // bit i: copy i's row is inside the matrix
+    int k, dst;             // this thread's k in the tile and its first shared-memory offset in a tile
 
-template <int BN, int STAGES, bool A_SHARED>
-struct WgmmaConfig {
-    static constexpr int BM = 128, BK = 32, THREADS = 256;  // two warpgroups, each 64 rows x BN
-    static constexpr int A_FLOATS = BM * BK, B_FLOATS = BN * BK;
-    // one stage: A (split in place when A_SHARED), A's small parts (A_SHARED), B split in place, B's small parts
-    static constexpr int A_SMALL = A_FLOATS, B_BIG = A_FLOATS + (A_SHARED ? A_FLOATS : 0), B_SMALL = B_BIG + B_FLOATS;
-    static constexpr int STAGE_FLOATS = B_SMALL + B_FLOATS;
+    __device__ __forceinline__ RowCopies(const Matrix& m, int64_t batch, int64_t row0, int64_t rows, int tid) {
+        const int row = tid / 8;
+        k = (tid % 8) * 4;
+        dst = swizzled(row, k);
+        first = m.data + batch * m.batch_stride + (row0 + row) * m.row_stride + k;
+        fallback = m.data;
+        row_step = ROW_STEP * m.row_stride;
+        rows_inside = 0;
+#pragma unroll
+        for (int i = 0; i < COPIES; ++i) rows_inside |= (row0 + row + i * ROW_STEP < rows ? 1u : 0u) << i;
+    }
+    // K columns [k0, k0 + 32) into `tile`; zeros outside the matrix (the host checked K % 4 == 0 or padded it).
+    __device__ __forceinline__ void fill(float* tile, int64_t k0, int64_t K) const {
+        const bool k_inside = k0 + k < K;
+#pragma unroll
+        for (int i = 0; i < COPIES; ++i) {
+            const bool inside = k_inside && ((rows_inside >> i) & 1u);
+            copy_async<16>(tile + dst + i * ROW_STEP * 32, inside ? first + i * row_step + k0 : fallback, inside);
+        }
+    }
+};
+
+template <int BN, int STAGES>
+struct PresplitConfig {
+    static constexpr int BM = 128, BK = 32, THREADS = 256;  // BM register-operand rows: two warpgroups of 64
+    static constexpr int REG = 0, BIG = BM * BK, SMALL = BIG + BN * BK, STAGE_FLOATS = SMALL + BN * BK;
     static constexpr int SMEM_BYTES = STAGES * STAGE_FLOATS * 4 + 1024;  // + the alignment slack
 };
 
-// The 3xTF32 product on Hopper. Block: 128 x BN outputs, two warpgroups of 64 rows. K advances 32 at a time
-// through a ring of STAGES swizzled tiles filled with cp.async. Per K tile: (1) B (and with A_SHARED, A) is split
-// once into big and small tiles in shared memory, for the whole block; (2) each warpgroup issues 3 wgmmas per
-// 8-wide K step, A_small*B_big + A_big*B_small + A_big*B_big (small terms first), into a fresh partial sum;
-// without A_SHARED each thread reads and splits its A fragment in registers (A small parts never stored);
-// (3) while they run, the next tile is split and the tile STAGES-1 ahead is requested; (4) the partial sum is
-// added to the running fp32 sum in round-to-nearest (the tensor cores truncate their accumulator: summed over all
-// of K that bias is 14x cuBLAS's error, see the mma.sync kernel).
-template <int BN, int STAGES, bool A_SHARED, bool STORE_BIG, bool PARTIAL_SUMS, bool PREFETCH_A, int VEC, class Epilogue>
-__global__ void __launch_bounds__(256, 1) gemm_3xtf32_wgmma(const Problem p, const Epilogue epilogue) {
+// Block: BM register-operand rows x BN shared-operand rows. K advances BK = 32 at a time through STAGES swizzled
+// stages filled with cp.async, STAGES - 2 tiles ahead: a stage is refilled once both warpgroups are done with the
+// MMAs that read it, which the pipelined waits below guarantee two tiles later. Per 8-wide K step each warpgroup
+// splits its A fragment into one of two register sets (the MMAs of the step before may still read the other) and
+// issues r_small*s_big + r_big*s_small + r_big*s_big; the MMAs of consecutive steps and tiles overlap. GROUP K
+// tiles form one partial sum (the tensor cores truncate their accumulator), added to the running fp32 sum in
+// round-to-nearest.
+template <int BN, int STAGES, int GROUP, int SETS, class Epilogue>
+__global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, const Matrix reg, int64_t reg_rows,
+                                                               const Planes shared_planes, bool swapped,
+                                                               const Epilogue epilogue) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using C = WgmmaConfig<BN, STAGES, A_SHARED>;
+    using C = PresplitConfig<BN, STAGES>;
     constexpr int BM = C::BM, BK = C::BK, THREADS = C::THREADS, NR = BN / 2;  // NR: accumulator floats per thread
-    static_assert(STAGES >= 3, "the stage being split, the one multiplied and the one refilled are distinct");
+    static_assert(STAGES >= 3, "two stages may be read by MMAs while the next is refilled");
+    static_assert(SETS >= 2 && (BK / 8) % SETS == 0, "the sets repeat within a tile, so a tile's MMAs end by the next's");
+    static_assert(BN == BM, "a square block tile: the epilogue's shared tile has one shape either way");
+    static_assert(BM * (BM + 4) <= STAGES * C::STAGE_FLOATS, "the output tile fits in the stages");
     extern __shared__ float4 shared_words[];
     const uint32_t raw = shared_address(shared_words);
     float* const tiles = reinterpret_cast<float*>(shared_words) + ((1024 - (raw & 1023)) & 1023) / 4;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int group = warp >> 2;                   // the warpgroup: rows 64 * group ...
+    const int group = warp >> 2;                   // the warpgroup: register rows 64 * group ...
     const int warp_row = (warp & 3) * 16;          // ... of which this warp holds 16 in the accumulator
     const int g = lane >> 2, q = lane & 3;         // fragment coordinates (as mma.sync m16n8k8)
-    const int64_t k_tiles = (p.K + BK - 1) / BK;
-    const int64_t n_tiles = (p.N + BN - 1) / BN;
+    const int64_t K = shared_planes.K, k_tiles = (K + BK - 1) / BK;
+    const int64_t shared_rows = shared_planes.rows;
+    const Matrix big{shared_planes.big, shared_planes.batches > 1 ? shared_rows * shared_planes.k_padded : 0,
+                     shared_planes.k_padded, 1};
+    const Matrix small{shared_planes.small, big.batch_stride, shared_planes.k_padded, 1};
+    const int64_t n_tiles = (reg_rows + BM - 1) / BM;
+    const uint64_t tiles_descriptor = descriptor(tiles);
 
+    // blockIdx.x walks the shared operand (the smaller one) fastest: the blocks running together read the same
+    // register-operand rows, so the larger operand comes from DRAM about once
     for (int64_t batch = blockIdx.z; batch < p.batch; batch += gridDim.z) {
-    for (int64_t tile_n = blockIdx.y; tile_n < n_tiles; tile_n += gridDim.y) {
-        const int64_t m0 = (int64_t)blockIdx.x * BM, n0 = tile_n * BN;
-        float acc[NR], part_sum[NR];
+    for (int64_t tile_r = blockIdx.y; tile_r < n_tiles; tile_r += gridDim.y) {
+        const int64_t r0 = tile_r * BM, s0 = (int64_t)blockIdx.x * BN;
+        float acc[NR], part[NR];
 #pragma unroll
-        for (int i = 0; i < NR; ++i) acc[i] = part_sum[i] = 0.0f;
-        // the MMAs' target: a fresh partial sum per K tile, or (PARTIAL_SUMS = false, a bench experiment: is the
-        // truncation bias of the wgmma accumulator small enough?) the running sum itself
-        float (&part)[NR] = PARTIAL_SUMS ? part_sum : acc;
-        constexpr int FIRST = PARTIAL_SUMS ? 0 : 1;  // the accumulate flag of a K tile's first MMA
+        for (int i = 0; i < NR; ++i) acc[i] = part[i] = 0.0f;
 
         auto stage_of = [&](int64_t kt) { return tiles + (int)(kt % STAGES) * C::STAGE_FLOATS; };
+        const RowCopies<BM, THREADS> reg_copies(reg, batch, r0, reg_rows, tid);
+        const RowCopies<BN, THREADS> big_copies(big, batch, s0, shared_rows, tid);
+        const RowCopies<BN, THREADS> small_copies(small, batch, s0, shared_rows, tid);
         auto load_stage = [&](int64_t kt) {
             float* s = stage_of(kt);
-            load_swizzled<BM, VEC, THREADS>(s, p.a, batch, m0, p.M, kt * BK, p.K, tid);
-            load_swizzled<BN, VEC, THREADS>(s + C::B_BIG, p.b, batch, n0, p.N, kt * BK, p.K, tid);
-        };
-        auto split_stage = [&](int64_t kt) {
-            float* s = stage_of(kt);
-            if constexpr (A_SHARED) split_tile<C::A_FLOATS, THREADS, STORE_BIG>(s, s + C::A_SMALL, tid);
-            split_tile<C::B_FLOATS, THREADS, STORE_BIG>(s + C::B_BIG, s + C::B_SMALL, tid);
-            fence_async_shared();
+            reg_copies.fill(s + C::REG, kt * BK, K);
+            big_copies.fill(s + C::BIG, kt * BK, K);
+            small_copies.fill(s + C::SMALL, kt * BK, K);
         };
 #pragma unroll
-        for (int s = 0; s < STAGES - 1; ++s) {
+        for (int s = 0; s < STAGES - 2; ++s) {
             if (s < k_tiles) load_stage(s);
             copy_commit();
         }
-        copy_wait<STAGES - 2>();  // tile 0
-        __syncthreads();
-        if (k_tiles > 0) split_stage(0);
-        __syncthreads();
-        // A_SHARED = false: this thread's A fragment (m16n8k8 TF32 layout, this warp's 16 rows): (g, k) (g+8, k)
-        // (g, k+4) (g+8, k+4), k = q, per 8-wide step, as loaded (PREFETCH_A: the next tile's, during the MMAs)
-        uint32_t a_raw[BK / 8][4];
-        auto load_a = [&](int64_t kt) {
-            const float* s = stage_of(kt);
+        uint32_t r_big[SETS][4], r_small[SETS][4];  // register sets of the split fragment, in turn per K step
 #pragma unroll
-            for (int step = 0; step < BK / 8; ++step)
+        for (int set = 0; set < SETS; ++set)
 #pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    a_raw[step][e] = __float_as_uint(s[swizzled(group * 64 + warp_row + g + (e & 1) * 8, step * 8 + q + (e >> 1) * 4)]);
-        };
-        if constexpr (!A_SHARED && PREFETCH_A) {
-            if (k_tiles > 0) load_a(0);
-        }
+            for (int e = 0; e < 4; ++e) r_big[set][e] = r_small[set][e] = 0u;
 
         for (int64_t kt = 0; kt < k_tiles; ++kt) {
-            const float* s = stage_of(kt);
-            const float* a_tile = s + group * 64 * BK;  // this warpgroup's 64 rows (a multiple of 8: aligned)
-            uint32_t a_big[BK / 8][4], a_small[BK / 8][4];  // A_SHARED = false: the split fragment
-            pin_registers(part);
-            if constexpr (A_SHARED) {
-                wgmma_fence();
-#pragma unroll
-                for (int step = 0; step < BK / 8; ++step) {
-                    const uint64_t a_big = descriptor(a_tile + step * 8), a_small = descriptor(s + C::A_SMALL + group * 64 * BK + step * 8);
-                    const uint64_t b_big = descriptor(s + C::B_BIG + step * 8), b_small = descriptor(s + C::B_SMALL + step * 8);
-                    wgmma_ss(part, a_small, b_big, step > 0 ? 1 : FIRST);
-                    wgmma_ss(part, a_big, b_small, 1);
-                    wgmma_ss(part, a_big, b_big, 1);
-                }
-            } else {
-                if constexpr (!PREFETCH_A) load_a(kt);
-#pragma unroll
-                for (int step = 0; step < BK / 8; ++step)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const float x = __uint_as_float(a_raw[step][e]);
-                        a_big[step][e] = __float_as_uint(x) & 0xffffe000u;
-                        a_small[step][e] = __float_as_uint(x - __uint_as_float(a_big[step][e]));
-                    }
-                wgmma_fence();
-#pragma unroll
-                for (int step = 0; step < BK / 8; ++step) {
-                    const uint64_t b_big = descriptor(s + C::B_BIG + step * 8), b_small = descriptor(s + C::B_SMALL + step * 8);
-                    wgmma_rs(part, a_small[step], b_big, step > 0 ? 1 : FIRST);
-                    wgmma_rs(part, a_big[step], b_small, 1);
-                    wgmma_rs(part, a_big[step], b_big, 1);
-                }
-            }
-            wgmma_commit();
-            // while the MMAs run: the next tile split, the one STAGES-1 ahead requested (into the stage of kt - 1,
-            // which every thread finished with before the barrier that closed the previous iteration)
-            copy_wait<STAGES - 3>();  // tile kt + 1
-            __syncthreads();
-            if (kt + 1 < k_tiles) split_stage(kt + 1);
-            if (kt + STAGES - 1 < k_tiles) load_stage(kt + STAGES - 1);
+            copy_wait<STAGES - 3>();  // tile kt has landed (this thread's copies) ...
+            __syncthreads();          // ... everyone's; and tile kt - 2's MMAs are done in both warpgroups
+            if (kt + STAGES - 2 < k_tiles) load_stage(kt + STAGES - 2);  // into tile kt - 2's stage
             copy_commit();
-            if constexpr (!A_SHARED && PREFETCH_A) {
-                if (kt + 1 < k_tiles) load_a(kt + 1);  // landed and visible since the barrier above
-            }
-            wgmma_wait_all();
-            pin_registers(part);
-            if constexpr (!A_SHARED) {
-                pin_registers(a_big);
-                pin_registers(a_small);
-            }
+            const int stage_offset = (int)(kt % STAGES) * C::STAGE_FLOATS;
+            const float* r_tile = tiles + stage_offset + C::REG;
+            const bool fresh = kt % GROUP == 0;  // the first tile of a partial sum overwrites it
 #pragma unroll
-            for (int i = 0; i < NR; ++i)
-                if constexpr (PARTIAL_SUMS) acc[i] += part_sum[i];
-            __syncthreads();  // tile kt + 1's split is visible to both warpgroups
+            for (int step = 0; step < BK / 8; ++step) {
+                const int set = step % SETS;  // a compile-time index: the sets stay in registers
+                float x[4];  // read before the wait: the shared-memory latency overlaps the MMAs still running
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    x[e] = r_tile[swizzled(group * 64 + warp_row + g + (e & 1) * 8, step * 8 + q + (e >> 1) * 4)];
+                wgmma_wait<SETS - 1>();  // the MMAs of SETS steps ago, which read this register set, are done
+                pin_registers(r_big);
+                pin_registers(r_small);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    r_big[set][e] = __float_as_uint(x[e]) & 0xffffe000u;
+                    r_small[set][e] = __float_as_uint(x[e] - __uint_as_float(r_big[set][e]));
+                }
+                const uint64_t s_big = descriptor_at(tiles_descriptor, stage_offset + C::BIG + step * 8);
+                const uint64_t s_small = descriptor_at(tiles_descriptor, stage_offset + C::SMALL + step * 8);
+                wgmma_fence();
+                wgmma_rs(part, r_small[set], s_big, fresh && step == 0 ? 0 : 1);
+                wgmma_rs(part, r_big[set], s_small, 1);
+                wgmma_rs(part, r_big[set], s_big, 1);
+                wgmma_commit();
+            }
+            if (kt % GROUP == GROUP - 1 || kt == k_tiles - 1) {
+                wgmma_wait<0>();
+                pin_registers(part);
+#pragma unroll
+                for (int i = 0; i < NR; ++i) acc[i] += part[i];
+            }
         }
+        wgmma_wait<0>();
+        pin_registers(r_big);
+        pin_registers(r_small);
         copy_wait<0>();
-        __syncthreads();  // the next output tile's prologue refills the stages
+        __syncthreads();  // every MMA and copy is done: the stages are free
 
-        // epilogue in registers, one write: accumulator float 4j + e sits at row g (+8 for e >= 2), column
-        // 8j + 2q + (e & 1) of this warp's 16 rows
+        // The tile goes through shared memory as out[row][column] (swapped: register rows are output columns),
+        // then each thread takes whole output rows' elements in turn: the epilogue runs on one element at a time,
+        // so its operands' index math holds few registers, and the stores are coalesced. Accumulator float
+        // 4j + 2h + e sits at register row g + 8h, shared row 8j + 2q + e of this warp's 16 rows.
+        float* const out_tile = tiles;
+        constexpr int LD = BM + 4;  // rows 4 banks apart: the scattered writes below are (nearly) conflict-free
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int64_t row = m0 + group * 64 + warp_row + g + half * 8;
-            if (row >= p.M) continue;
-            const int64_t row_start = (batch * p.M + row) * p.N;
+        for (int h = 0; h < 2; ++h)
 #pragma unroll
-            for (int j = 0; j < BN / 8; ++j) {
-                const int64_t col = n0 + j * 8 + 2 * q;
-                if (col < p.N) p.out[row_start + col] = epilogue(acc[4 * j + 2 * half], row_start + col);
-                if (col + 1 < p.N) p.out[row_start + col + 1] = epilogue(acc[4 * j + 2 * half + 1], row_start + col + 1);
+            for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int r = group * 64 + warp_row + g + 8 * h, c = j * 8 + 2 * q + e;
+                    out_tile[swapped ? c * LD + r : r * LD + c] = acc[4 * j + 2 * h + e];
+                }
+        __syncthreads();
+        const int64_t m0 = swapped ? s0 : r0, n0 = swapped ? r0 : s0;
+#pragma unroll 4
+        for (int i = tid; i < BM * BM; i += THREADS) {
+            const int row = i / BM, column = i % BM;
+            const int64_t m = m0 + row, n = n0 + column;
+            if (m < p.M && n < p.N) {
+                const int64_t index = (batch * p.M + m) * p.N + n;
+                p.out[index] = epilogue(out_tile[row * LD + column], index);
             }
         }
+        __syncthreads();  // the next output tile's prologue refills the stages
     }
     }
 #else
-    __trap();  // built for another architecture: launch_wgmma is only called on sm_90 with sm_90a code
+    __trap();  // built for another architecture: launch_presplit is only called on sm_90 with sm_90a code
 #endif
+}
+
+// Floats of workspace the pre-split kernel needs for `p` (0: it does not apply).
+__host__ inline int64_t presplit_floats(const Problem& p) {
+    const bool swapped = p.M < p.N;
+    const Matrix& s = swapped ? p.a : p.b;
+    const Matrix& r = swapped ? p.b : p.a;
+    const int64_t k_padded = (p.K + 3) / 4 * 4;
+    const int64_t shared = (s.batch_stride == 0 ? 1 : p.batch) * (swapped ? p.M : p.N) * k_padded * 2;
+    const int64_t packed = vectorizable(r, true, swapped ? p.N : p.M, p.K) ? 0
+                           : (r.batch_stride == 0 ? 1 : p.batch) * (swapped ? p.N : p.M) * k_padded;
+    return shared + packed;
+}
+
+template <int BN, int STAGES, int GROUP, int SETS, class Epilogue>
+static cudaError_t launch_presplit(const Problem& p, const Epilogue& epilogue, float* workspace, int device,
+                                   int sms, cudaStream_t stream) {
+    using C = PresplitConfig<BN, STAGES>;
+    if (p.batch == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
+    const bool swapped = p.M < p.N;
+    const Matrix& s = swapped ? p.a : p.b;
+    Matrix r = swapped ? p.b : p.a;
+    const int64_t s_rows = swapped ? p.M : p.N, r_rows = swapped ? p.N : p.M;
+    const int64_t k_padded = (p.K + 3) / 4 * 4;
+    const unsigned split_blocks = (unsigned)std::min<int64_t>(std::max<int64_t>(1, p.batch * s_rows), (int64_t)sms * 16);
+    const Planes planes{workspace, workspace + (s.batch_stride == 0 ? 1 : p.batch) * s_rows * k_padded,
+                        s.batch_stride == 0 ? 1 : p.batch, s_rows, p.K, k_padded};
+    split_rows<<<split_blocks, 256, 0, stream>>>(s, planes);
+    if (!vectorizable(r, true, r_rows, p.K)) {  // a packed, padded copy takes its 16-byte copies
+        const int64_t batches = r.batch_stride == 0 ? 1 : p.batch;
+        const Planes packed{planes.small + planes.batches * s_rows * k_padded, nullptr, batches, r_rows, p.K, k_padded};
+        split_rows<<<(unsigned)std::min<int64_t>(std::max<int64_t>(1, batches * r_rows), (int64_t)sms * 16), 256, 0,
+                     stream>>>(r, packed);
+        r = Matrix{packed.big, batches > 1 ? r_rows * k_padded : 0, k_padded, 1};
+    }
+    auto kernel = gemm_3xtf32_presplit<BN, STAGES, GROUP, SETS, Epilogue>;
+    static bool configured[256] = {};  // per process only because this function is static: see launch_tiles
+    if (!configured[device]) {
+        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+        if (err != cudaSuccess) return err;
+        configured[device] = true;
+    }
+    const int64_t s_tiles = (s_rows + BN - 1) / BN, r_tiles = (r_rows + C::BM - 1) / C::BM;
+    if (s_tiles > INT32_MAX) return cudaErrorInvalidConfiguration;
+    const dim3 grid((unsigned)s_tiles, (unsigned)std::min<int64_t>(r_tiles, 65535),
+                    (unsigned)std::min<int64_t>(p.batch, 65535));
+    kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(p, r, r_rows, planes, swapped, epilogue);
+    return cudaSuccess;
 }
 
 // Compute capability 9.0 (the sm_90a code runs there only), per device, asked once.
@@ -723,30 +791,6 @@ __host__ inline bool hopper_device(int device) {
     return known[device] == 1;
 }
 
-// Bench experiments: STORE_BIG = false: B's (and A_SHARED: A's) big parts are not written back, the MMA reads the
-// fp32 values and must truncate them itself; PARTIAL_SUMS = false: one accumulator over all of K; PREFETCH_A: the
-// next K tile's A fragment is read from shared memory while the MMAs run (16 more registers).
-template <int BN, int STAGES, bool A_SHARED, bool STORE_BIG = true, bool PARTIAL_SUMS = true, bool PREFETCH_A = false,
-          class Epilogue>
-static cudaError_t launch_wgmma(const Problem& p, const Epilogue& epilogue, int device, cudaStream_t stream) {
-    using C = WgmmaConfig<BN, STAGES, A_SHARED>;
-    if (p.batch == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
-    const bool fast = vectorizable(p.a, true, p.M, p.K) && vectorizable(p.b, true, p.N, p.K);
-    auto kernel = fast ? gemm_3xtf32_wgmma<BN, STAGES, A_SHARED, STORE_BIG, PARTIAL_SUMS, PREFETCH_A, 4, Epilogue>
-                       : gemm_3xtf32_wgmma<BN, STAGES, A_SHARED, STORE_BIG, PARTIAL_SUMS, PREFETCH_A, 1, Epilogue>;
-    static bool configured[2][256] = {};  // per process only because this function is static: see launch_tiles
-    if (!configured[fast][device]) {
-        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
-        if (err != cudaSuccess) return err;
-        configured[fast][device] = true;
-    }
-    const int64_t m_tiles = (p.M + C::BM - 1) / C::BM, n_tiles = (p.N + BN - 1) / BN;
-    if (m_tiles > INT32_MAX) return cudaErrorInvalidConfiguration;
-    const dim3 grid((unsigned)m_tiles, (unsigned)std::min<int64_t>(n_tiles, 65535),
-                    (unsigned)std::min<int64_t>(p.batch, 65535));
-    kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(p, epilogue);
-    return cudaSuccess;
-}
 }  // namespace kf_gemm
 #endif  // KF_SM90A
 """
@@ -754,19 +798,20 @@ static cudaError_t launch_wgmma(const Problem& p, const Epilogue& epilogue, int 
 
 _LAUNCH_TEMPLATE = r"""
 namespace kf_gemm {
-// The tiles on the best kernel compiled for the device: wgmma on sm_90 when this file has sm_90a code (KF_SM90A)
-// and both operands are compiled K-contiguous (WGMMA_BN > 0), else mma.sync. KF_ONLY_SM90A: the build has no
-// other architecture (the emitted files' flags on an sm_90 GPU), so the mma.sync fallback of those layouts is left
-// out (it would double the build time for a kernel that cannot run).
+// The tiles on the best kernel compiled for the device: on sm_90 the pre-split wgmma kernel when this file has
+// sm_90a code (KF_SM90A) and both operands are compiled K-contiguous (WGMMA_BN > 0), else mma.sync.
+// KF_ONLY_SM90A: the build has no other architecture (the emitted files' flags on an sm_90 GPU), so the mma.sync
+// fallback of those layouts is left out (it would double the build time for a kernel that cannot run).
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool A_K_CONTIGUOUS, bool B_K_CONTIGUOUS,
-          int MIN_BLOCKS, int WGMMA_BN, int WGMMA_STAGES, bool WGMMA_A_SHARED, class Epilogue>
-cudaError_t launch_best(const Problem& p, const Epilogue& epilogue, cudaStream_t stream) {
+          int MIN_BLOCKS, int WGMMA_BN, int WGMMA_STAGES, class Epilogue>
+cudaError_t launch_best(const Problem& p, const Epilogue& epilogue, float* workspace, int sms, cudaStream_t stream) {
 #if defined(KF_SM90A)
     if constexpr (WGMMA_BN > 0 && A_K_CONTIGUOUS && B_K_CONTIGUOUS) {
         int device = 0;
         const cudaError_t err = cudaGetDevice(&device);
         if (err != cudaSuccess) return err;
-        if (hopper_device(device)) return launch_wgmma<WGMMA_BN, WGMMA_STAGES, WGMMA_A_SHARED>(p, epilogue, device, stream);
+        // two K tiles per partial sum, four register sets of the split fragment (results/gemm-presplit-*)
+        if (hopper_device(device)) return launch_presplit<WGMMA_BN, WGMMA_STAGES, 2, 4>(p, epilogue, workspace, device, sms, stream);
 #if defined(KF_ONLY_SM90A)
         return cudaErrorNoKernelImageForDevice;  // no other code in this build: the fallback is not compiled
 #else
@@ -775,38 +820,64 @@ cudaError_t launch_best(const Problem& p, const Epilogue& epilogue, cudaStream_t
     } else
 #endif
     {
+        (void)workspace;
+        (void)sms;
         return launch_tiles<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS, MIN_BLOCKS>(p, epilogue, stream);
     }
 }
 
-// The product with its epilogue; SPLIT_K compiles the split path (chosen when the captured shape had few tiles),
-// `workspace` then holds split_k_slices * M * N floats.
+// The problem the kernels run: `p` itself, or with SPLIT_K (compiled when the captured shape had few tiles) and
+// more than one slice, K cut into `slices` parts run as a batch into the workspace.
+__host__ inline Problem sliced(const Problem& p, int slices, float* partials) {
+    Problem part = p;
+    part.batch = slices;
+    part.K = p.K / slices;
+    part.a.batch_stride = part.K * p.a.k_stride;
+    part.b.batch_stride = part.K * p.b.k_stride;
+    part.out = partials;
+    return part;
+}
+
+// Floats of workspace `launch` needs: the split's partial products, then the pre-split planes (wgmma only).
+template <int BM, int BN, int BK, bool A_K_CONTIGUOUS, bool B_K_CONTIGUOUS, bool SPLIT_K, int WGMMA_BN>
+int64_t workspace_floats(const Problem& p, int sms) {
+    const int slices = SPLIT_K ? split_k_slices<BM, BN, BK>(p, sms) : 1;
+    const int64_t partials = slices > 1 && p.M > 0 && p.N > 0 ? slices * p.M * p.N : 0;
+    int64_t planes = 0;
+#if defined(KF_SM90A)
+    int device = 0;
+    if constexpr (WGMMA_BN > 0 && A_K_CONTIGUOUS && B_K_CONTIGUOUS) {
+        if (cudaGetDevice(&device) == cudaSuccess && hopper_device(device))  // (else launch reports the error)
+            planes = presplit_floats(partials > 0 ? sliced(p, slices, nullptr) : p);
+    }
+#endif
+    return partials + planes;
+}
+
+// The product with its epilogue; `workspace` holds workspace_floats(p, sms) floats.
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool A_K_CONTIGUOUS, bool B_K_CONTIGUOUS,
-          int MIN_BLOCKS, bool SPLIT_K, int WGMMA_BN, int WGMMA_STAGES, bool WGMMA_A_SHARED, class Epilogue>
+          int MIN_BLOCKS, bool SPLIT_K, int WGMMA_BN, int WGMMA_STAGES, class Epilogue>
 cudaError_t launch(const Problem& p, const Epilogue& epilogue, float* workspace, int sms, cudaStream_t stream) {
     if constexpr (SPLIT_K) {
         const int slices = split_k_slices<BM, BN, BK>(p, sms);
         if (slices > 1 && p.M > 0 && p.N > 0) {
-            Problem part = p;
-            part.batch = slices;
-            part.K = p.K / slices;
-            part.a.batch_stride = part.K * p.a.k_stride;
-            part.b.batch_stride = part.K * p.b.k_stride;
-            part.out = workspace;
-            const cudaError_t err = launch_best<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS,
-                                                MIN_BLOCKS, WGMMA_BN, WGMMA_STAGES, WGMMA_A_SHARED>(part, Store{}, stream);
-            if (err != cudaSuccess) return err;
+            const Problem part = sliced(p, slices, workspace);
             const int64_t count = p.M * p.N;
+            const cudaError_t err = launch_best<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS,
+                                                MIN_BLOCKS, WGMMA_BN, WGMMA_STAGES>(part, Store{}, workspace + slices * count,
+                                                                                    sms, stream);
+            if (err != cudaSuccess) return err;
             const unsigned blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((count + 255) / 256, (int64_t)sms * 8));
             sum_slices<<<blocks, 256, 0, stream>>>(workspace, slices, count, p.out, epilogue);
             return cudaSuccess;
         }
     }
     return launch_best<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS, MIN_BLOCKS, WGMMA_BN,
-                       WGMMA_STAGES, WGMMA_A_SHARED>(p, epilogue, stream);
+                       WGMMA_STAGES>(p, epilogue, workspace, sms, stream);
 }
 }  // namespace kf_gemm
 """
+
 
 GEMM_TEMPLATE = _MMA_SYNC_TEMPLATE + WGMMA_TEMPLATE + _LAUNCH_TEMPLATE
 
@@ -825,13 +896,11 @@ class TileConfig:
     # the Hopper kernel (sm_90a builds on compute capability 9.0, both operands K-contiguous); 0: mma.sync only
     wgmma_bn: int = 128
     wgmma_stages: int = 4
-    wgmma_a_shared: bool = False     # A split into shared memory too (else read and split in registers)
 
     def arguments(self, a_k_contiguous: bool, b_k_contiguous: bool, split_k: bool | None = None) -> str:
         """The template arguments of `launch` (split_k given) or `launch_tiles` (None)."""
         flag = lambda x: "true" if x else "false"  # noqa: E731
-        split = ("" if split_k is None else
-                 f", {flag(split_k)}, {self.wgmma_bn}, {self.wgmma_stages}, {flag(self.wgmma_a_shared)}")
+        split = "" if split_k is None else f", {flag(split_k)}, {self.wgmma_bn}, {self.wgmma_stages}"
         return (f"{self.bm}, {self.bn}, {self.bk}, {self.warps_m}, {self.warps_n}, {self.stages}, "
                 f"{flag(a_k_contiguous)}, {flag(b_k_contiguous)}, {self.min_blocks}{split}")
 
