@@ -17,7 +17,7 @@ kernel); the CPU target prints blocked loops over rows (at::parallel_for) accumu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 
@@ -157,8 +157,6 @@ def fuse_gemms(steps: list, names: dict[str, int]) -> list:
         # fast-path layouts from the captured strides: A is K-contiguous when its last dim (K) is dense
         step.a_k_contiguous = _k_contiguous(a_source, 0 if step.a_transposed else -1)
         step.b_k_contiguous = _k_contiguous(b_source, -1 if step.b_transposed else -2)
-        if not (step.a_k_contiguous and step.b_k_contiguous):
-            step.config = replace(step.config, wgmma_bn=0)  # the Hopper kernel reads both operands along K
         k = tensor_meta(a_source).size(0 if step.a_transposed else -1)
         batch = out.size(0) if batched else 1
         step.split_k = step.config.split_k(batch, out.numel() // (batch * n), n, k)

@@ -545,6 +545,59 @@ __global__ void split_rows(const Matrix m, const Planes out) {
     }
 }
 
+// The same for sources whose rows are contiguous (row_stride 1: a (K, N) operand read as N x K): 32 x 32 blocks
+// through shared memory, so the reads (along rows) and the writes (along K) are both coalesced.
+__global__ void split_columns(const Matrix m, const Planes out) {
+    __shared__ float block[32][33];
+    const int tx = threadIdx.x, ty = threadIdx.y;  // 32 x 8 threads
+    const int64_t row_blocks = (out.rows + 31) / 32, k_blocks = (out.k_padded + 31) / 32;
+    for (int64_t b = blockIdx.x; b < out.batches * row_blocks * k_blocks; b += gridDim.x) {
+        const int64_t l = b / (row_blocks * k_blocks), rest = b % (row_blocks * k_blocks);
+        const int64_t r0 = rest / k_blocks * 32, k0 = rest % k_blocks * 32;
+        const float* src = m.data + l * m.batch_stride;
+        for (int i = ty; i < 32; i += 8) {
+            const int64_t k = k0 + i, r = r0 + tx;
+            block[i][tx] = k < out.K && r < out.rows ? src[k * m.k_stride + r * m.row_stride] : 0.0f;
+        }
+        __syncthreads();
+        for (int i = ty; i < 32; i += 8) {
+            const int64_t r = r0 + i, k = k0 + tx;
+            if (r >= out.rows || k >= out.k_padded) continue;
+            const float x = block[tx][i];
+            const int64_t at = (l * out.rows + r) * out.k_padded + k;
+            if (out.small) {
+                const float hi = __uint_as_float(__float_as_uint(x) & 0xffffe000u);
+                out.big[at] = hi;
+                out.small[at] = x - hi;
+            } else {
+                out.big[at] = x;
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// `m` into `out` with the kernel that reads it coalesced (any other layout: split_rows, correct but slower).
+__host__ inline void split_operand(const Matrix& m, const Planes& out, int sms, cudaStream_t stream) {
+    const unsigned cap = (unsigned)sms * 16;
+    if (m.k_stride != 1 && m.row_stride == 1) {
+        const int64_t blocks = out.batches * ((out.rows + 31) / 32) * ((out.k_padded + 31) / 32);
+        split_columns<<<(unsigned)std::min<int64_t>(std::max<int64_t>(blocks, 1), cap), dim3(32, 8), 0, stream>>>(m, out);
+    } else {
+        split_rows<<<(unsigned)std::min<int64_t>(std::max<int64_t>(out.batches * out.rows, 1), cap), 256, 0, stream>>>(m, out);
+    }
+}
+
+// Which operand is split into planes (A: "swapped"): the one that costs less extra memory traffic, counting its
+// split (read once, written twice) and a copy of the other when that cannot be read in place (not K-contiguous).
+__host__ inline bool presplit_swapped(const Problem& p) {
+    const double a = (double)(p.a.batch_stride == 0 ? 1 : p.batch) * p.M * p.K;
+    const double b = (double)(p.b.batch_stride == 0 ? 1 : p.batch) * p.N * p.K;
+    const bool a_copied = !vectorizable(p.a, true, p.M, p.K), b_copied = !vectorizable(p.b, true, p.N, p.K);
+    const double split_a = 3 * a + (b_copied ? 2 * b : 0), split_b = 3 * b + (a_copied ? 2 * a : 0);
+    return split_a < split_b || (split_a == split_b && p.M < p.N);
+}
+
 // One operand's share of a stage fill for this thread, worked out once per output tile: rows of 32 floats along
 // K in 16-byte copies (8 per row), copy i at row tid / 8 + 32 i, k = 4 (tid % 8). K tile kt's copies are the
 // first tile's moved kt * 32 along K, and all of this thread's copies share one swizzle (their rows differ by 32):
@@ -732,7 +785,7 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
 
 // Floats of workspace the pre-split kernel needs for `p` (0: it does not apply).
 __host__ inline int64_t presplit_floats(const Problem& p) {
-    const bool swapped = p.M < p.N;
+    const bool swapped = presplit_swapped(p);
     const Matrix& s = swapped ? p.a : p.b;
     const Matrix& r = swapped ? p.b : p.a;
     const int64_t k_padded = (p.K + 3) / 4 * 4;
@@ -747,20 +800,18 @@ static cudaError_t launch_presplit(const Problem& p, const Epilogue& epilogue, f
                                    int sms, cudaStream_t stream) {
     using C = PresplitConfig<BN, STAGES>;
     if (p.batch == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
-    const bool swapped = p.M < p.N;
+    const bool swapped = presplit_swapped(p);
     const Matrix& s = swapped ? p.a : p.b;
     Matrix r = swapped ? p.b : p.a;
     const int64_t s_rows = swapped ? p.M : p.N, r_rows = swapped ? p.N : p.M;
     const int64_t k_padded = (p.K + 3) / 4 * 4;
-    const unsigned split_blocks = (unsigned)std::min<int64_t>(std::max<int64_t>(1, p.batch * s_rows), (int64_t)sms * 16);
     const Planes planes{workspace, workspace + (s.batch_stride == 0 ? 1 : p.batch) * s_rows * k_padded,
                         s.batch_stride == 0 ? 1 : p.batch, s_rows, p.K, k_padded};
-    split_rows<<<split_blocks, 256, 0, stream>>>(s, planes);
+    split_operand(s, planes, sms, stream);
     if (!vectorizable(r, true, r_rows, p.K)) {  // a packed, padded copy takes its 16-byte copies
         const int64_t batches = r.batch_stride == 0 ? 1 : p.batch;
         const Planes packed{planes.small + planes.batches * s_rows * k_padded, nullptr, batches, r_rows, p.K, k_padded};
-        split_rows<<<(unsigned)std::min<int64_t>(std::max<int64_t>(1, batches * r_rows), (int64_t)sms * 16), 256, 0,
-                     stream>>>(r, packed);
+        split_operand(r, packed, sms, stream);
         r = Matrix{packed.big, batches > 1 ? r_rows * k_padded : 0, k_padded, 1};
     }
     auto kernel = gemm_3xtf32_presplit<BN, STAGES, GROUP, SETS, Epilogue>;
@@ -806,7 +857,7 @@ template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool A_K
           int MIN_BLOCKS, int WGMMA_BN, int WGMMA_STAGES, class Epilogue>
 cudaError_t launch_best(const Problem& p, const Epilogue& epilogue, float* workspace, int sms, cudaStream_t stream) {
 #if defined(KF_SM90A)
-    if constexpr (WGMMA_BN > 0 && A_K_CONTIGUOUS && B_K_CONTIGUOUS) {
+    if constexpr (WGMMA_BN > 0) {
         int device = 0;
         const cudaError_t err = cudaGetDevice(&device);
         if (err != cudaSuccess) return err;
@@ -846,7 +897,7 @@ int64_t workspace_floats(const Problem& p, int sms) {
     int64_t planes = 0;
 #if defined(KF_SM90A)
     int device = 0;
-    if constexpr (WGMMA_BN > 0 && A_K_CONTIGUOUS && B_K_CONTIGUOUS) {
+    if constexpr (WGMMA_BN > 0) {
         if (cudaGetDevice(&device) == cudaSuccess && hopper_device(device))  // (else launch reports the error)
             planes = presplit_floats(partials > 0 ? sliced(p, slices, nullptr) : p);
     }
