@@ -19,10 +19,11 @@ Structure (one C++ template, the tile shape as named template parameters):
 - the epilogue is a functor `float operator()(float value, int64_t index)` applied in registers to each output
   element (its flat index in the contiguous [batch][M][N] output) before the one write.
 
-On Hopper (compute capability 9.0, files built for sm_90a: KF_SM90A) products whose operands are both
-K-contiguous run `gemm_3xtf32_presplit` instead: warpgroup MMAs (wgmma.mma_async m64n128k8 tf32). The operand with
-fewer rows is split once per call into big and small planes in a workspace (`split_rows`), read by the MMAs from
-128-byte-swizzled shared memory; the other is split in registers. Same three products, partial sums every two K
+On Hopper (compute capability 9.0, files built for sm_90a: KF_SM90A) products of any layout run
+`gemm_3xtf32_presplit` instead: warpgroup MMAs (wgmma.mma_async m64n128k8 tf32). One operand
+(the one that costs less extra traffic) is split once per call into big and small planes in a workspace
+(`split_rows`, or `split_columns` transposing a (K, rows) operand), read by the MMAs from 128-byte-swizzled shared
+memory; the other is split in registers. Same three products, partial sums every two K
 tiles, same epilogue functor. See WGMMA_TEMPLATE.
 """
 
@@ -440,8 +441,8 @@ cudaError_t launch_gemv(const Problem& p, const Epilogue& epilogue, int sms, cud
 # --------------------------------------------------------------------------------------------------------------
 # Hopper (sm_90a): the same product with warpgroup MMAs (wgmma.mma_async), A from registers, B from shared memory.
 # Compiled only when the build targets sm_90a (KF_SM90A, set by the emitted file's build flags on an sm_90 device)
-# and used at run time on compute capability 9.0, for operands with K contiguous (both read as rows x K);
-# everything else keeps the mma.sync kernel above. The kernel body is guarded by __CUDA_ARCH_FEAT_SM90_ALL, so the
+# and used at run time on compute capability 9.0, for any operand layout (the split reads it as rows x K); other
+# GPUs keep the mma.sync kernel above. The kernel body is guarded by __CUDA_ARCH_FEAT_SM90_ALL, so the
 # same source also compiles for other architectures in one build (then the run-time check picks per device).
 
 def _wgmma_wrapper(n: int) -> str:
@@ -511,12 +512,12 @@ __device__ __forceinline__ uint64_t descriptor(const float* tile) {
 __device__ __forceinline__ uint64_t descriptor_at(uint64_t base, int floats) { return base + (uint64_t)(floats >> 2); }
 
 // ---- The pre-split kernel: no split pass in shared memory ----------------------------------------------------
-// One operand ("shared", the one with fewer rows) is split once per call by `split_rows` into two K-padded planes,
+// One operand ("shared", see presplit_layout) is split once per call by split_operand into two K-padded planes,
 // big = tf32(x) (truncated) and small = x - big, that the wgmma reads through descriptors; the other ("register")
 // operand is read from the shared tile into registers and split there. So a K tile costs three copies and the MMAs,
 // nothing else: the per-stage split pass (every B element read and written twice in shared memory) is gone.
-// Roles: SWAPPED (the usual Linear: M < N) makes A the shared operand and B the register one; the accumulator then
-// holds the output transposed, which only changes the epilogue's index.
+// Roles: `swapped` (the usual Linear: A has fewer rows) makes A the shared operand and B the register one; the
+// accumulator then holds the output transposed, which only changes where the epilogue writes.
 
 // The planes of the shared operand (and, when the register operand cannot take 16-byte copies, its packed copy):
 // rows padded to a multiple of 4 floats with zeros.
@@ -526,22 +527,23 @@ struct Planes {
     int64_t batches, rows, K, k_padded;
 };
 
+// Element `at` of the planes: big and small parts of x, or x itself (a packed copy).
+__device__ __forceinline__ void store_split(const Planes& out, int64_t at, float x) {
+    if (out.small) {
+        const float hi = __uint_as_float(__float_as_uint(x) & 0xffffe000u);
+        out.big[at] = hi;
+        out.small[at] = x - hi;
+    } else {
+        out.big[at] = x;
+    }
+}
+
 __global__ void split_rows(const Matrix m, const Planes out) {
     for (int64_t line = blockIdx.x; line < out.batches * out.rows; line += gridDim.x) {
         const int64_t l = line / out.rows, r = line % out.rows;
         const float* src = m.data + l * m.batch_stride + r * m.row_stride;
-        float* big = out.big + line * out.k_padded;
-        float* small = out.small ? out.small + line * out.k_padded : nullptr;
-        for (int64_t k = threadIdx.x; k < out.k_padded; k += blockDim.x) {
-            const float x = k < out.K ? src[k * m.k_stride] : 0.0f;
-            if (small) {
-                const float hi = __uint_as_float(__float_as_uint(x) & 0xffffe000u);
-                big[k] = hi;
-                small[k] = x - hi;
-            } else {
-                big[k] = x;
-            }
-        }
+        for (int64_t k = threadIdx.x; k < out.k_padded; k += blockDim.x)
+            store_split(out, line * out.k_padded + k, k < out.K ? src[k * m.k_stride] : 0.0f);
     }
 }
 
@@ -563,15 +565,7 @@ __global__ void split_columns(const Matrix m, const Planes out) {
         for (int i = ty; i < 32; i += 8) {
             const int64_t r = r0 + i, k = k0 + tx;
             if (r >= out.rows || k >= out.k_padded) continue;
-            const float x = block[tx][i];
-            const int64_t at = (l * out.rows + r) * out.k_padded + k;
-            if (out.small) {
-                const float hi = __uint_as_float(__float_as_uint(x) & 0xffffe000u);
-                out.big[at] = hi;
-                out.small[at] = x - hi;
-            } else {
-                out.big[at] = x;
-            }
+            store_split(out, (l * out.rows + r) * out.k_padded + k, block[tx][i]);
         }
         __syncthreads();
     }
@@ -644,7 +638,7 @@ struct PresplitConfig {
 // Block: BM register-operand rows x BN shared-operand rows. K advances BK = 32 at a time through STAGES swizzled
 // stages filled with cp.async, STAGES - 2 tiles ahead: a stage is refilled once both warpgroups are done with the
 // MMAs that read it, which the pipelined waits below guarantee two tiles later. Per 8-wide K step each warpgroup
-// splits its A fragment into one of two register sets (the MMAs of the step before may still read the other) and
+// splits its A fragment into one of SETS register sets (MMAs of the SETS - 1 steps before may read the others) and
 // issues r_small*s_big + r_big*s_small + r_big*s_big; the MMAs of consecutive steps and tiles overlap. GROUP K
 // tiles form one partial sum (the tensor cores truncate their accumulator), added to the running fp32 sum in
 // round-to-nearest.
@@ -783,36 +777,50 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
 #endif
 }
 
-// Floats of workspace the pre-split kernel needs for `p` (0: it does not apply).
-__host__ inline int64_t presplit_floats(const Problem& p) {
-    const bool swapped = presplit_swapped(p);
-    const Matrix& s = swapped ? p.a : p.b;
-    const Matrix& r = swapped ? p.b : p.a;
-    const int64_t k_padded = (p.K + 3) / 4 * 4;
-    const int64_t shared = (s.batch_stride == 0 ? 1 : p.batch) * (swapped ? p.M : p.N) * k_padded * 2;
-    const int64_t packed = vectorizable(r, true, swapped ? p.N : p.M, p.K) ? 0
-                           : (r.batch_stride == 0 ? 1 : p.batch) * (swapped ? p.N : p.M) * k_padded;
-    return shared + packed;
+// Where the pre-split kernel's operands live: the shared operand's planes at the start of the workspace, then,
+// when the register operand cannot take 16-byte copies in place, its packed copy.
+struct PresplitLayout {
+    bool swapped;           // A is the shared operand
+    Matrix shared, reg;     // as given
+    int64_t shared_rows, reg_rows, k_padded;
+    Planes planes, packed;  // packed.big == nullptr: the register operand is read in place
+    int64_t floats;         // workspace size
+};
+
+__host__ inline PresplitLayout presplit_layout(const Problem& p, float* workspace) {
+    PresplitLayout o;
+    o.swapped = presplit_swapped(p);
+    o.shared = o.swapped ? p.a : p.b;
+    o.reg = o.swapped ? p.b : p.a;
+    o.shared_rows = o.swapped ? p.M : p.N;
+    o.reg_rows = o.swapped ? p.N : p.M;
+    o.k_padded = (p.K + 3) / 4 * 4;
+    const int64_t shared_batches = o.shared.batch_stride == 0 ? 1 : p.batch;
+    const int64_t plane = shared_batches * o.shared_rows * o.k_padded;
+    o.planes = Planes{workspace, workspace ? workspace + plane : nullptr, shared_batches, o.shared_rows, p.K, o.k_padded};
+    o.floats = 2 * plane;
+    o.packed = Planes{nullptr, nullptr, o.reg.batch_stride == 0 ? 1 : p.batch, o.reg_rows, p.K, o.k_padded};
+    if (!vectorizable(o.reg, true, o.reg_rows, p.K)) {
+        o.packed.big = workspace ? workspace + o.floats : nullptr;
+        o.floats += o.packed.batches * o.reg_rows * o.k_padded;
+    }
+    return o;
 }
+
+// Floats of workspace the pre-split kernel needs for `p`.
+__host__ inline int64_t presplit_floats(const Problem& p) { return presplit_layout(p, nullptr).floats; }
 
 template <int BN, int STAGES, int GROUP, int SETS, class Epilogue>
 static cudaError_t launch_presplit(const Problem& p, const Epilogue& epilogue, float* workspace, int device,
                                    int sms, cudaStream_t stream) {
     using C = PresplitConfig<BN, STAGES>;
     if (p.batch == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
-    const bool swapped = presplit_swapped(p);
-    const Matrix& s = swapped ? p.a : p.b;
-    Matrix r = swapped ? p.b : p.a;
-    const int64_t s_rows = swapped ? p.M : p.N, r_rows = swapped ? p.N : p.M;
-    const int64_t k_padded = (p.K + 3) / 4 * 4;
-    const Planes planes{workspace, workspace + (s.batch_stride == 0 ? 1 : p.batch) * s_rows * k_padded,
-                        s.batch_stride == 0 ? 1 : p.batch, s_rows, p.K, k_padded};
-    split_operand(s, planes, sms, stream);
-    if (!vectorizable(r, true, r_rows, p.K)) {  // a packed, padded copy takes its 16-byte copies
-        const int64_t batches = r.batch_stride == 0 ? 1 : p.batch;
-        const Planes packed{planes.small + planes.batches * s_rows * k_padded, nullptr, batches, r_rows, p.K, k_padded};
-        split_operand(r, packed, sms, stream);
-        r = Matrix{packed.big, batches > 1 ? r_rows * k_padded : 0, k_padded, 1};
+    const PresplitLayout o = presplit_layout(p, workspace);
+    split_operand(o.shared, o.planes, sms, stream);
+    Matrix reg = o.reg;
+    if (o.packed.big) {  // a packed, padded copy takes its 16-byte copies
+        split_operand(o.reg, o.packed, sms, stream);
+        reg = Matrix{o.packed.big, o.packed.batches > 1 ? o.reg_rows * o.k_padded : 0, o.k_padded, 1};
     }
     auto kernel = gemm_3xtf32_presplit<BN, STAGES, GROUP, SETS, Epilogue>;
     static bool configured[256] = {};  // per process only because this function is static: see launch_tiles
@@ -821,11 +829,11 @@ static cudaError_t launch_presplit(const Problem& p, const Epilogue& epilogue, f
         if (err != cudaSuccess) return err;
         configured[device] = true;
     }
-    const int64_t s_tiles = (s_rows + BN - 1) / BN, r_tiles = (r_rows + C::BM - 1) / C::BM;
+    const int64_t s_tiles = (o.shared_rows + BN - 1) / BN, r_tiles = (o.reg_rows + C::BM - 1) / C::BM;
     if (s_tiles > INT32_MAX) return cudaErrorInvalidConfiguration;
     const dim3 grid((unsigned)s_tiles, (unsigned)std::min<int64_t>(r_tiles, 65535),
                     (unsigned)std::min<int64_t>(p.batch, 65535));
-    kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(p, r, r_rows, planes, swapped, epilogue);
+    kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(p, reg, o.reg_rows, o.planes, o.swapped, epilogue);
     return cudaSuccess;
 }
 
@@ -850,7 +858,7 @@ __host__ inline bool hopper_device(int device) {
 _LAUNCH_TEMPLATE = r"""
 namespace kf_gemm {
 // The tiles on the best kernel compiled for the device: on sm_90 the pre-split wgmma kernel when this file has
-// sm_90a code (KF_SM90A) and both operands are compiled K-contiguous (WGMMA_BN > 0), else mma.sync.
+// sm_90a code (KF_SM90A) and the step compiled it (WGMMA_BN > 0), else mma.sync.
 // KF_ONLY_SM90A: the build has no other architecture (the emitted files' flags on an sm_90 GPU), so the mma.sync
 // fallback of those layouts is left out (it would double the build time for a kernel that cannot run).
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool A_K_CONTIGUOUS, bool B_K_CONTIGUOUS,
@@ -896,8 +904,8 @@ int64_t workspace_floats(const Problem& p, int sms) {
     const int64_t partials = slices > 1 && p.M > 0 && p.N > 0 ? slices * p.M * p.N : 0;
     int64_t planes = 0;
 #if defined(KF_SM90A)
-    int device = 0;
     if constexpr (WGMMA_BN > 0) {
+        int device = 0;
         if (cudaGetDevice(&device) == cudaSuccess && hopper_device(device))  // (else launch reports the error)
             planes = presplit_floats(partials > 0 ? sliced(p, slices, nullptr) : p);
     }
