@@ -470,6 +470,7 @@ WGMMA_NS = (128,)  # the tile widths (shared-operand rows per block) the wrapper
 
 WGMMA_TEMPLATE = r"""
 #if defined(KF_SM90A)
+#include <cuda.h>  // CUtensorMap (the tensor-memory-access descriptors; the driver's encoder is found at run time)
 namespace kf_gemm {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 """ + "".join(_wgmma_wrapper(n) for n in WGMMA_NS) + r"""
@@ -492,6 +493,34 @@ __device__ __forceinline__ void pin_registers(uint32_t (&a)[S][4]) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e]) :: "memory");
 }
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// ---- Tensor-memory-access (TMA) copies and the shared-memory barriers that count their bytes ------------------
+__device__ __forceinline__ void barrier_init(uint64_t* barrier, int arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(shared_address(barrier)), "r"(arrivals));
+}
+// The barrier's next phase completes once `bytes` have landed (this thread's arrival counts the one expected).
+__device__ __forceinline__ void barrier_expect_bytes(uint64_t* barrier, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                 :: "r"(shared_address(barrier)), "r"(bytes) : "memory");
+}
+// Waits until the barrier's phase of parity `parity` has completed.
+__device__ __forceinline__ void barrier_wait(uint64_t* barrier, uint32_t parity) {
+    asm volatile("{\n.reg .pred done;\nwait:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra wait;\n}\n" :: "r"(shared_address(barrier)), "r"(parity) : "memory");
+}
+// The box of `map` at (k, row, batch) into `tile` (zeros outside the tensor), counted on `barrier`.
+__device__ __forceinline__ void tma_load(float* tile, const CUtensorMap& map, int k, int row, int batch,
+                                         uint64_t* barrier) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                 :: "r"(shared_address(tile)), "l"(reinterpret_cast<uint64_t>(&map)), "r"(k), "r"(row), "r"(batch),
+                    "r"(shared_address(barrier)) : "memory");
+}
+// Orders this thread's ordinary shared-memory accesses before later TMA writes to the same memory.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // A K-major shared tile in wgmma's 128-byte swizzle: rows of 32 floats (128 bytes, one K step of the pipeline),
@@ -632,7 +661,13 @@ template <int BN, int STAGES>
 struct PresplitConfig {
     static constexpr int BM = 128, BK = 32, THREADS = 256;  // BM register-operand rows: two warpgroups of 64
     static constexpr int REG = 0, BIG = BM * BK, SMALL = BIG + BN * BK, STAGE_FLOATS = SMALL + BN * BK;
-    static constexpr int SMEM_BYTES = STAGES * STAGE_FLOATS * 4 + 1024;  // + the alignment slack
+    // the stages, their barriers (TMA) and the slack to align the stages to 1024 bytes
+    static constexpr int SMEM_BYTES = STAGES * STAGE_FLOATS * 4 + STAGES * 8 + 1024;
+};
+
+// The TMA descriptors of the three tiles of a stage: the register operand, the big and the small planes.
+struct TileMaps {
+    CUtensorMap reg, big, small;
 };
 
 // Block: BM register-operand rows x BN shared-operand rows. K advances BK = 32 at a time through STAGES swizzled
@@ -642,9 +677,10 @@ struct PresplitConfig {
 // issues r_small*s_big + r_big*s_small + r_big*s_big; the MMAs of consecutive steps and tiles overlap. GROUP K
 // tiles form one partial sum (the tensor cores truncate their accumulator), added to the running fp32 sum in
 // round-to-nearest.
-template <int BN, int STAGES, int GROUP, int SETS, class Epilogue>
+template <int BN, int STAGES, int GROUP, int SETS, bool TMA, class Epilogue>
 __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, const Matrix reg, int64_t reg_rows,
                                                                const Planes shared_planes, bool swapped,
+                                                               const __grid_constant__ TileMaps maps,
                                                                const Epilogue epilogue) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = PresplitConfig<BN, STAGES>;
@@ -668,6 +704,16 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
     const Matrix small{shared_planes.small, big.batch_stride, shared_planes.k_padded, 1};
     const int64_t n_tiles = (reg_rows + BM - 1) / BM;
     const uint64_t tiles_descriptor = descriptor(tiles);
+    uint64_t* const landed = reinterpret_cast<uint64_t*>(tiles + STAGES * C::STAGE_FLOATS);  // per stage (TMA)
+    if constexpr (TMA) {
+        if (tid == 0) {
+#pragma unroll
+            for (int s = 0; s < STAGES; ++s) barrier_init(landed + s, 1);
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        }
+        __syncthreads();
+    }
+    int64_t sequence = 0;  // K tiles this block has loaded before the current output tile: the stage ring's position
 
     // blockIdx.x walks the shared operand (the smaller one) fastest: the blocks running together read the same
     // register-operand rows, so the larger operand comes from DRAM about once
@@ -678,20 +724,35 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
 #pragma unroll
         for (int i = 0; i < NR; ++i) acc[i] = part[i] = 0.0f;
 
-        auto stage_of = [&](int64_t kt) { return tiles + (int)(kt % STAGES) * C::STAGE_FLOATS; };
+        auto stage_index = [&](int64_t kt) { return (int)((sequence + kt) % STAGES); };
         const RowCopies<BM, THREADS> reg_copies(reg, batch, r0, reg_rows, tid);
         const RowCopies<BN, THREADS> big_copies(big, batch, s0, shared_rows, tid);
         const RowCopies<BN, THREADS> small_copies(small, batch, s0, shared_rows, tid);
+        // K tile kt into its stage: with TMA one thread asks for the three boxes (counted on the stage's barrier),
+        // else every thread copies its share with cp.async
         auto load_stage = [&](int64_t kt) {
-            float* s = stage_of(kt);
-            reg_copies.fill(s + C::REG, kt * BK, K);
-            big_copies.fill(s + C::BIG, kt * BK, K);
-            small_copies.fill(s + C::SMALL, kt * BK, K);
+            const int stage = stage_index(kt);
+            float* s = tiles + stage * C::STAGE_FLOATS;
+            if constexpr (TMA) {
+                const int k0 = (int)(kt * BK);
+                barrier_expect_bytes(landed + stage, C::STAGE_FLOATS * 4);
+                tma_load(s + C::REG, maps.reg, k0, (int)r0, reg.batch_stride ? (int)batch : 0, landed + stage);
+                tma_load(s + C::BIG, maps.big, k0, (int)s0, big.batch_stride ? (int)batch : 0, landed + stage);
+                tma_load(s + C::SMALL, maps.small, k0, (int)s0, big.batch_stride ? (int)batch : 0, landed + stage);
+            } else {
+                reg_copies.fill(s + C::REG, kt * BK, K);
+                big_copies.fill(s + C::BIG, kt * BK, K);
+                small_copies.fill(s + C::SMALL, kt * BK, K);
+            }
         };
 #pragma unroll
         for (int s = 0; s < STAGES - 2; ++s) {
-            if (s < k_tiles) load_stage(s);
-            copy_commit();
+            if constexpr (TMA) {
+                if (tid == 0 && s < k_tiles) load_stage(s);
+            } else {
+                if (s < k_tiles) load_stage(s);
+                copy_commit();
+            }
         }
         uint32_t r_big[SETS][4], r_small[SETS][4];  // register sets of the split fragment, in turn per K step
 #pragma unroll
@@ -700,13 +761,24 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
             for (int e = 0; e < 4; ++e) r_big[set][e] = r_small[set][e] = 0u;
 
         for (int64_t kt = 0; kt < k_tiles; ++kt) {
-            copy_wait<STAGES - 3>();  // tile kt has landed (this thread's copies) ...
-            __syncthreads();          // ... everyone's; and tile kt - 2's MMAs are done in both warpgroups
-            if (kt + STAGES - 2 < k_tiles) load_stage(kt + STAGES - 2);  // into tile kt - 2's stage
-            copy_commit();
-            const int stage_offset = (int)(kt % STAGES) * C::STAGE_FLOATS;
+            if constexpr (TMA) {
+                __syncthreads();  // tile kt - 2's MMAs are done in both warpgroups: its stage may be refilled
+                if (tid == 0 && kt + STAGES - 2 < k_tiles) load_stage(kt + STAGES - 2);
+                barrier_wait(landed + stage_index(kt), (uint32_t)((sequence + kt) / STAGES) & 1u);  // tile kt landed
+            } else {
+                copy_wait<STAGES - 3>();  // tile kt has landed (this thread's copies) ...
+                __syncthreads();          // ... everyone's; and tile kt - 2's MMAs are done in both warpgroups
+                if (kt + STAGES - 2 < k_tiles) load_stage(kt + STAGES - 2);  // into tile kt - 2's stage
+                copy_commit();
+            }
+            const int stage_offset = stage_index(kt) * C::STAGE_FLOATS;
             const float* r_tile = tiles + stage_offset + C::REG;
-            const bool fresh = kt % GROUP == 0;  // the first tile of a partial sum overwrites it
+#if defined(KF_EXP_STAGGER)
+            const int64_t phase = kt + group;  // the warpgroups add their partial sums on alternate tiles
+#else
+            const int64_t phase = kt;
+#endif
+            const bool fresh = phase % GROUP == 0;  // the first tile of a partial sum overwrites it
 #pragma unroll
             for (int step = 0; step < BK / 8; ++step) {
                 const int set = step % SETS;  // a compile-time index: the sets stay in registers
@@ -730,7 +802,7 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
                 wgmma_rs(part, r_big[set], s_big, 1);
                 wgmma_commit();
             }
-            if (kt % GROUP == GROUP - 1 || kt == k_tiles - 1) {
+            if (phase % GROUP == GROUP - 1 || kt == k_tiles - 1) {
                 wgmma_wait<0>();
                 pin_registers(part);
 #pragma unroll
@@ -740,7 +812,8 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
         wgmma_wait<0>();
         pin_registers(r_big);
         pin_registers(r_small);
-        copy_wait<0>();
+        if constexpr (!TMA) copy_wait<0>();  // (TMA: every tile asked for was waited for)
+        sequence += k_tiles;
         __syncthreads();  // every MMA and copy is done: the stages are free
 
         // The tile goes through shared memory as out[row][column] (swapped: register rows are output columns),
@@ -769,6 +842,7 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
                 p.out[index] = epilogue(out_tile[row * LD + column], index);
             }
         }
+        if constexpr (TMA) fence_async_shared();  // the next prologue's TMA writes come after these reads
         __syncthreads();  // the next output tile's prologue refills the stages
     }
     }
@@ -810,7 +884,43 @@ __host__ inline PresplitLayout presplit_layout(const Problem& p, float* workspac
 // Floats of workspace the pre-split kernel needs for `p`.
 __host__ inline int64_t presplit_floats(const Problem& p) { return presplit_layout(p, nullptr).floats; }
 
-template <int BN, int STAGES, int GROUP, int SETS, class Epilogue>
+// cuTensorMapEncodeTiled, asked of the driver at run time (the extension links no libcuda); null if unavailable.
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+__host__ inline EncodeTiled tensor_map_encoder() {
+    static const EncodeTiled encoder = [] {
+        void* function = nullptr;
+        cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+        const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function, 12000,
+                                                                 cudaEnableDefault, &found);
+#else
+        const cudaError_t err = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &function, cudaEnableDefault, &found);
+#endif
+        return err == cudaSuccess && found == cudaDriverEntryPointSuccess ? reinterpret_cast<EncodeTiled>(function)
+                                                                          : nullptr;
+    }();
+    return encoder;
+}
+
+// The TMA descriptor of a K-contiguous operand (16-byte aligned rows: `vectorizable`) read as boxes of 32 (K) x ROWS
+// rows in the stages' 128-byte swizzle; reads past K or the rows give zeros. Batch coordinate 0 when not batched.
+template <int ROWS>
+__host__ inline bool encode_tiles(CUtensorMap& map, const Matrix& m, int64_t batches, int64_t rows, int64_t K) {
+    const EncodeTiled encode = tensor_map_encoder();
+    if (!encode) return false;
+    const bool batched = m.batch_stride != 0 && batches > 1;
+    const cuuint64_t dims[3] = {(cuuint64_t)K, (cuuint64_t)rows, (cuuint64_t)(batched ? batches : 1)};
+    const cuuint64_t strides[2] = {(cuuint64_t)m.row_stride * 4,
+                                   (cuuint64_t)(batched ? m.batch_stride : rows * m.row_stride) * 4};
+    const cuuint32_t box[3] = {32, ROWS, 1}, element_strides[3] = {1, 1, 1};
+    return encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(m.data), dims, strides, box,
+                  element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <int BN, int STAGES, int GROUP, int SETS, bool TMA, class Epilogue>
 static cudaError_t launch_presplit(const Problem& p, const Epilogue& epilogue, float* workspace, int device,
                                    int sms, cudaStream_t stream) {
     using C = PresplitConfig<BN, STAGES>;
@@ -822,7 +932,21 @@ static cudaError_t launch_presplit(const Problem& p, const Epilogue& epilogue, f
         split_operand(o.reg, o.packed, sms, stream);
         reg = Matrix{o.packed.big, o.packed.batches > 1 ? o.reg_rows * o.k_padded : 0, o.k_padded, 1};
     }
-    auto kernel = gemm_3xtf32_presplit<BN, STAGES, GROUP, SETS, Epilogue>;
+    TileMaps maps{};
+    if constexpr (TMA) {
+        if (p.K > 0) {  // (K = 0: no tile is loaded)
+            // TMA coordinates are 32-bit
+            if (p.K > INT32_MAX || o.reg_rows > INT32_MAX || o.shared_rows > INT32_MAX || p.batch > INT32_MAX)
+                return cudaErrorInvalidValue;
+            const int64_t plane_stride = o.planes.batches > 1 ? o.shared_rows * o.k_padded : 0;
+            const Matrix big{o.planes.big, plane_stride, o.k_padded, 1}, small{o.planes.small, plane_stride, o.k_padded, 1};
+            if (!encode_tiles<C::BM>(maps.reg, reg, p.batch, o.reg_rows, p.K)
+                || !encode_tiles<BN>(maps.big, big, o.planes.batches, o.shared_rows, p.K)
+                || !encode_tiles<BN>(maps.small, small, o.planes.batches, o.shared_rows, p.K))
+                return cudaErrorInvalidValue;
+        }
+    }
+    auto kernel = gemm_3xtf32_presplit<BN, STAGES, GROUP, SETS, TMA, Epilogue>;
     static bool configured[256] = {};  // per process only because this function is static: see launch_tiles
     if (!configured[device]) {
         const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
@@ -833,7 +957,7 @@ static cudaError_t launch_presplit(const Problem& p, const Epilogue& epilogue, f
     if (s_tiles > INT32_MAX) return cudaErrorInvalidConfiguration;
     const dim3 grid((unsigned)s_tiles, (unsigned)std::min<int64_t>(r_tiles, 65535),
                     (unsigned)std::min<int64_t>(p.batch, 65535));
-    kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(p, reg, o.reg_rows, o.planes, o.swapped, epilogue);
+    kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(p, reg, o.reg_rows, o.planes, o.swapped, maps, epilogue);
     return cudaSuccess;
 }
 
@@ -870,7 +994,7 @@ cudaError_t launch_best(const Problem& p, const Epilogue& epilogue, float* works
         const cudaError_t err = cudaGetDevice(&device);
         if (err != cudaSuccess) return err;
         // two K tiles per partial sum, four register sets of the split fragment (results/gemm-presplit-*)
-        if (hopper_device(device)) return launch_presplit<WGMMA_BN, WGMMA_STAGES, 2, 4>(p, epilogue, workspace, device, sms, stream);
+        if (hopper_device(device)) return launch_presplit<WGMMA_BN, WGMMA_STAGES, 2, 4, false>(p, epilogue, workspace, device, sms, stream);
 #if defined(KF_ONLY_SM90A)
         return cudaErrorNoKernelImageForDevice;  // no other code in this build: the fallback is not compiled
 #else

@@ -41,12 +41,11 @@ VARIANTS = {
     # the smaller operand split once per call into big/small planes (no split pass per stage), MMAs pipelined
     # across K steps: launch_presplit<shared rows per block, stages, K tiles (of 32) per partial sum, register sets
     # of the split fragment in turn (MMA groups in flight while the next set is filled)>
-    "presplit_s4_g1": ("kf_gemm::launch_presplit<128, 4, 1, 2>", HOPPER_FLAGS),
-    "presplit_s4_g2": ("kf_gemm::launch_presplit<128, 4, 2, 2>", HOPPER_FLAGS),
-    "presplit_s4_g4": ("kf_gemm::launch_presplit<128, 4, 4, 2>", HOPPER_FLAGS),
-    "presplit_s4_g8": ("kf_gemm::launch_presplit<128, 4, 8, 2>", HOPPER_FLAGS),
-    "presplit_s4_g1_sets4": ("kf_gemm::launch_presplit<128, 4, 1, 4>", HOPPER_FLAGS),
-    "presplit_s4_g2_sets4": ("kf_gemm::launch_presplit<128, 4, 2, 4>", HOPPER_FLAGS),  # emitted
+    "presplit_s4_g2_sets4": ("kf_gemm::launch_presplit<128, 4, 2, 4, false>", HOPPER_FLAGS),  # emitted
+    "presplit_s4_g2_sets4_stagger": ("kf_gemm::launch_presplit<128, 4, 2, 4, false>", HOPPER_FLAGS + ["-DKF_EXP_STAGGER"]),
+    # the same with TMA copies (one thread asks for a stage's three tiles; an mbarrier per stage counts the bytes)
+    "tma_s4_g2_sets4": ("kf_gemm::launch_presplit<128, 4, 2, 4, true>", HOPPER_FLAGS),
+    "tma_s4_g2_sets4_stagger": ("kf_gemm::launch_presplit<128, 4, 2, 4, true>", HOPPER_FLAGS + ["-DKF_EXP_STAGGER"]),
 }
 SEED_PROBLEM = ROOT / "suite" / "level2" / "31_linear_scale_leaky_relu.py"
 
