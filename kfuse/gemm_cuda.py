@@ -621,47 +621,11 @@ __host__ inline bool presplit_swapped(const Problem& p) {
     return split_a < split_b || (split_a == split_b && p.M < p.N);
 }
 
-// One operand's share of a stage fill for this thread, worked out once per output tile: rows of 32 floats along
-// K in 16-byte copies (8 per row), copy i at row tid / 8 + 32 i, k = 4 (tid % 8). K tile kt's copies are the
-// first tile's moved kt * 32 along K, and all of this thread's copies share one swizzle (their rows differ by 32):
-// a fill is then an add, a select and a copy per 16 bytes.
-template <int ROWS, int THREADS>
-struct RowCopies {
-    static constexpr int ROW_STEP = THREADS / 8, COPIES = ROWS / ROW_STEP;
-    static_assert(ROWS % ROW_STEP == 0 && ROW_STEP % 8 == 0, "the copies of a thread share one swizzle");
-    const float* first;     // copy 0's source at k = 0
-    const float* fallback;  // a valid address for zero-filled copies (nothing is read)
-    int64_t row_step;       // ROW_STEP rows, in floats
-    unsigned rows_inside;   // bit i: copy i's row is inside the matrix
-    int k, dst;             // this thread's k in the tile and its first shared-memory offset in a tile
-
-    __device__ __forceinline__ RowCopies(const Matrix& m, int64_t batch, int64_t row0, int64_t rows, int tid) {
-        const int row = tid / 8;
-        k = (tid % 8) * 4;
-        dst = swizzled(row, k);
-        first = m.data + batch * m.batch_stride + (row0 + row) * m.row_stride + k;
-        fallback = m.data;
-        row_step = ROW_STEP * m.row_stride;
-        rows_inside = 0;
-#pragma unroll
-        for (int i = 0; i < COPIES; ++i) rows_inside |= (row0 + row + i * ROW_STEP < rows ? 1u : 0u) << i;
-    }
-    // K columns [k0, k0 + 32) into `tile`; zeros outside the matrix (the host checked K % 4 == 0 or padded it).
-    __device__ __forceinline__ void fill(float* tile, int64_t k0, int64_t K) const {
-        const bool k_inside = k0 + k < K;
-#pragma unroll
-        for (int i = 0; i < COPIES; ++i) {
-            const bool inside = k_inside && ((rows_inside >> i) & 1u);
-            copy_async<16>(tile + dst + i * ROW_STEP * 32, inside ? first + i * row_step + k0 : fallback, inside);
-        }
-    }
-};
-
 template <int BN, int STAGES>
 struct PresplitConfig {
     static constexpr int BM = 128, BK = 32, THREADS = 256;  // BM register-operand rows: two warpgroups of 64
     static constexpr int REG = 0, BIG = BM * BK, SMALL = BIG + BN * BK, STAGE_FLOATS = SMALL + BN * BK;
-    // the stages, their barriers (TMA) and the slack to align the stages to 1024 bytes
+    // the stages, their barriers and the slack to align the stages to 1024 bytes
     static constexpr int SMEM_BYTES = STAGES * STAGE_FLOATS * 4 + STAGES * 8 + 1024;
 };
 
@@ -671,13 +635,13 @@ struct TileMaps {
 };
 
 // Block: BM register-operand rows x BN shared-operand rows. K advances BK = 32 at a time through STAGES swizzled
-// stages filled with cp.async, STAGES - 2 tiles ahead: a stage is refilled once both warpgroups are done with the
-// MMAs that read it, which the pipelined waits below guarantee two tiles later. Per 8-wide K step each warpgroup
-// splits its A fragment into one of SETS register sets (MMAs of the SETS - 1 steps before may read the others) and
-// issues r_small*s_big + r_big*s_small + r_big*s_big; the MMAs of consecutive steps and tiles overlap. GROUP K
-// tiles form one partial sum (the tensor cores truncate their accumulator), added to the running fp32 sum in
-// round-to-nearest.
-template <int BN, int STAGES, int GROUP, int SETS, bool TMA, class Epilogue>
+// stages that one thread fills with TMA copies, STAGES - 2 tiles ahead (a barrier per stage counts the bytes
+// landed): a stage is refilled once both warpgroups are done with the MMAs that read it, which the pipelined waits
+// below guarantee two tiles later. Per 8-wide K step each warpgroup splits its A fragment into one of SETS register
+// sets (MMAs of the SETS - 1 steps before may read the others) and issues r_small*s_big + r_big*s_small +
+// r_big*s_big; the MMAs of consecutive steps and tiles overlap. GROUP K tiles form one partial sum (the tensor
+// cores truncate their accumulator), added to the running fp32 sum in round-to-nearest.
+template <int BN, int STAGES, int GROUP, int SETS, class Epilogue>
 __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, const Matrix reg, int64_t reg_rows,
                                                                const Planes shared_planes, bool swapped,
                                                                const __grid_constant__ TileMaps maps,
@@ -692,28 +656,22 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
     extern __shared__ float4 shared_words[];
     const uint32_t raw = shared_address(shared_words);
     float* const tiles = reinterpret_cast<float*>(shared_words) + ((1024 - (raw & 1023)) & 1023) / 4;
+    uint64_t* const landed = reinterpret_cast<uint64_t*>(tiles + STAGES * C::STAGE_FLOATS);  // one per stage
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int group = warp >> 2;                   // the warpgroup: register rows 64 * group ...
     const int warp_row = (warp & 3) * 16;          // ... of which this warp holds 16 in the accumulator
     const int g = lane >> 2, q = lane & 3;         // fragment coordinates (as mma.sync m16n8k8)
     const int64_t K = shared_planes.K, k_tiles = (K + BK - 1) / BK;
-    const int64_t shared_rows = shared_planes.rows;
-    const Matrix big{shared_planes.big, shared_planes.batches > 1 ? shared_rows * shared_planes.k_padded : 0,
-                     shared_planes.k_padded, 1};
-    const Matrix small{shared_planes.small, big.batch_stride, shared_planes.k_padded, 1};
     const int64_t n_tiles = (reg_rows + BM - 1) / BM;
     const uint64_t tiles_descriptor = descriptor(tiles);
-    uint64_t* const landed = reinterpret_cast<uint64_t*>(tiles + STAGES * C::STAGE_FLOATS);  // per stage (TMA)
-    if constexpr (TMA) {
-        if (tid == 0) {
+    if (tid == 0) {
 #pragma unroll
-            for (int s = 0; s < STAGES; ++s) barrier_init(landed + s, 1);
-            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        }
-        __syncthreads();
+        for (int s = 0; s < STAGES; ++s) barrier_init(landed + s, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    int64_t sequence = 0;  // K tiles this block has loaded before the current output tile: the stage ring's position
+    __syncthreads();
+    int64_t sequence = 0;  // K tiles this block loaded before the current output tile: the stage ring's position
 
     // blockIdx.x walks the shared operand (the smaller one) fastest: the blocks running together read the same
     // register-operand rows, so the larger operand comes from DRAM about once
@@ -724,36 +682,20 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
 #pragma unroll
         for (int i = 0; i < NR; ++i) acc[i] = part[i] = 0.0f;
 
+        // K tile kt into its stage: the three boxes, counted on the stage's barrier (thread 0 only)
         auto stage_index = [&](int64_t kt) { return (int)((sequence + kt) % STAGES); };
-        const RowCopies<BM, THREADS> reg_copies(reg, batch, r0, reg_rows, tid);
-        const RowCopies<BN, THREADS> big_copies(big, batch, s0, shared_rows, tid);
-        const RowCopies<BN, THREADS> small_copies(small, batch, s0, shared_rows, tid);
-        // K tile kt into its stage: with TMA one thread asks for the three boxes (counted on the stage's barrier),
-        // else every thread copies its share with cp.async
         auto load_stage = [&](int64_t kt) {
-            const int stage = stage_index(kt);
+            const int stage = stage_index(kt), k0 = (int)(kt * BK);
             float* s = tiles + stage * C::STAGE_FLOATS;
-            if constexpr (TMA) {
-                const int k0 = (int)(kt * BK);
-                barrier_expect_bytes(landed + stage, C::STAGE_FLOATS * 4);
-                tma_load(s + C::REG, maps.reg, k0, (int)r0, reg.batch_stride ? (int)batch : 0, landed + stage);
-                tma_load(s + C::BIG, maps.big, k0, (int)s0, big.batch_stride ? (int)batch : 0, landed + stage);
-                tma_load(s + C::SMALL, maps.small, k0, (int)s0, big.batch_stride ? (int)batch : 0, landed + stage);
-            } else {
-                reg_copies.fill(s + C::REG, kt * BK, K);
-                big_copies.fill(s + C::BIG, kt * BK, K);
-                small_copies.fill(s + C::SMALL, kt * BK, K);
-            }
+            const int reg_batch = reg.batch_stride ? (int)batch : 0;
+            const int shared_batch = shared_planes.batches > 1 ? (int)batch : 0;
+            barrier_expect_bytes(landed + stage, C::STAGE_FLOATS * 4);
+            tma_load(s + C::REG, maps.reg, k0, (int)r0, reg_batch, landed + stage);
+            tma_load(s + C::BIG, maps.big, k0, (int)s0, shared_batch, landed + stage);
+            tma_load(s + C::SMALL, maps.small, k0, (int)s0, shared_batch, landed + stage);
         };
-#pragma unroll
-        for (int s = 0; s < STAGES - 2; ++s) {
-            if constexpr (TMA) {
-                if (tid == 0 && s < k_tiles) load_stage(s);
-            } else {
-                if (s < k_tiles) load_stage(s);
-                copy_commit();
-            }
-        }
+        if (tid == 0)
+            for (int s = 0; s < STAGES - 2 && s < k_tiles; ++s) load_stage(s);
         uint32_t r_big[SETS][4], r_small[SETS][4];  // register sets of the split fragment, in turn per K step
 #pragma unroll
         for (int set = 0; set < SETS; ++set)
@@ -761,24 +703,12 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
             for (int e = 0; e < 4; ++e) r_big[set][e] = r_small[set][e] = 0u;
 
         for (int64_t kt = 0; kt < k_tiles; ++kt) {
-            if constexpr (TMA) {
-                __syncthreads();  // tile kt - 2's MMAs are done in both warpgroups: its stage may be refilled
-                if (tid == 0 && kt + STAGES - 2 < k_tiles) load_stage(kt + STAGES - 2);
-                barrier_wait(landed + stage_index(kt), (uint32_t)((sequence + kt) / STAGES) & 1u);  // tile kt landed
-            } else {
-                copy_wait<STAGES - 3>();  // tile kt has landed (this thread's copies) ...
-                __syncthreads();          // ... everyone's; and tile kt - 2's MMAs are done in both warpgroups
-                if (kt + STAGES - 2 < k_tiles) load_stage(kt + STAGES - 2);  // into tile kt - 2's stage
-                copy_commit();
-            }
+            __syncthreads();  // tile kt - 2's MMAs are done in both warpgroups: its stage may be refilled
+            if (tid == 0 && kt + STAGES - 2 < k_tiles) load_stage(kt + STAGES - 2);
+            barrier_wait(landed + stage_index(kt), (uint32_t)((sequence + kt) / STAGES) & 1u);  // tile kt landed
             const int stage_offset = stage_index(kt) * C::STAGE_FLOATS;
             const float* r_tile = tiles + stage_offset + C::REG;
-#if defined(KF_EXP_STAGGER)
-            const int64_t phase = kt + group;  // the warpgroups add their partial sums on alternate tiles
-#else
-            const int64_t phase = kt;
-#endif
-            const bool fresh = phase % GROUP == 0;  // the first tile of a partial sum overwrites it
+            const bool fresh = kt % GROUP == 0;  // the first tile of a partial sum overwrites it
 #pragma unroll
             for (int step = 0; step < BK / 8; ++step) {
                 const int set = step % SETS;  // a compile-time index: the sets stay in registers
@@ -802,7 +732,7 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
                 wgmma_rs(part, r_big[set], s_big, 1);
                 wgmma_commit();
             }
-            if (phase % GROUP == GROUP - 1 || kt == k_tiles - 1) {
+            if (kt % GROUP == GROUP - 1 || kt == k_tiles - 1) {  // the partial sum is complete once its MMAs are
                 wgmma_wait<0>();
                 pin_registers(part);
 #pragma unroll
@@ -812,9 +742,8 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
         wgmma_wait<0>();
         pin_registers(r_big);
         pin_registers(r_small);
-        if constexpr (!TMA) copy_wait<0>();  // (TMA: every tile asked for was waited for)
         sequence += k_tiles;
-        __syncthreads();  // every MMA and copy is done: the stages are free
+        __syncthreads();  // every MMA is done and every stage was waited for: the stages are free
 
         // The tile goes through shared memory as out[row][column] (swapped: register rows are output columns),
         // then each thread takes whole output rows' elements in turn: the epilogue runs on one element at a time,
@@ -842,8 +771,8 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
                 p.out[index] = epilogue(out_tile[row * LD + column], index);
             }
         }
-        if constexpr (TMA) fence_async_shared();  // the next prologue's TMA writes come after these reads
-        __syncthreads();  // the next output tile's prologue refills the stages
+        fence_async_shared();  // the next prologue's TMA writes come after these reads ...
+        __syncthreads();       // ... of every thread
     }
     }
 #else
@@ -920,7 +849,7 @@ __host__ inline bool encode_tiles(CUtensorMap& map, const Matrix& m, int64_t bat
                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int BN, int STAGES, int GROUP, int SETS, bool TMA, class Epilogue>
+template <int BN, int STAGES, int GROUP, int SETS, class Epilogue>
 static cudaError_t launch_presplit(const Problem& p, const Epilogue& epilogue, float* workspace, int device,
                                    int sms, cudaStream_t stream) {
     using C = PresplitConfig<BN, STAGES>;
@@ -928,25 +857,23 @@ static cudaError_t launch_presplit(const Problem& p, const Epilogue& epilogue, f
     const PresplitLayout o = presplit_layout(p, workspace);
     split_operand(o.shared, o.planes, sms, stream);
     Matrix reg = o.reg;
-    if (o.packed.big) {  // a packed, padded copy takes its 16-byte copies
+    if (o.packed.big) {  // a packed copy, with the 16-byte aligned rows TMA reads
         split_operand(o.reg, o.packed, sms, stream);
         reg = Matrix{o.packed.big, o.packed.batches > 1 ? o.reg_rows * o.k_padded : 0, o.k_padded, 1};
     }
     TileMaps maps{};
-    if constexpr (TMA) {
-        if (p.K > 0) {  // (K = 0: no tile is loaded)
-            // TMA coordinates are 32-bit
-            if (p.K > INT32_MAX || o.reg_rows > INT32_MAX || o.shared_rows > INT32_MAX || p.batch > INT32_MAX)
-                return cudaErrorInvalidValue;
-            const int64_t plane_stride = o.planes.batches > 1 ? o.shared_rows * o.k_padded : 0;
-            const Matrix big{o.planes.big, plane_stride, o.k_padded, 1}, small{o.planes.small, plane_stride, o.k_padded, 1};
-            if (!encode_tiles<C::BM>(maps.reg, reg, p.batch, o.reg_rows, p.K)
-                || !encode_tiles<BN>(maps.big, big, o.planes.batches, o.shared_rows, p.K)
-                || !encode_tiles<BN>(maps.small, small, o.planes.batches, o.shared_rows, p.K))
-                return cudaErrorInvalidValue;
-        }
+    if (p.K > 0) {  // (K = 0: no tile is loaded)
+        if (p.K > INT32_MAX || o.reg_rows > INT32_MAX || o.shared_rows > INT32_MAX || p.batch > INT32_MAX)
+            return cudaErrorInvalidValue;  // TMA coordinates are 32-bit
+        if (!tensor_map_encoder()) return cudaErrorNotSupported;  // a driver without TMA descriptors
+        const int64_t plane_stride = o.planes.batches > 1 ? o.shared_rows * o.k_padded : 0;
+        const Matrix big{o.planes.big, plane_stride, o.k_padded, 1}, small{o.planes.small, plane_stride, o.k_padded, 1};
+        if (!encode_tiles<C::BM>(maps.reg, reg, p.batch, o.reg_rows, p.K)
+            || !encode_tiles<BN>(maps.big, big, o.planes.batches, o.shared_rows, p.K)
+            || !encode_tiles<BN>(maps.small, small, o.planes.batches, o.shared_rows, p.K))
+            return cudaErrorInvalidValue;
     }
-    auto kernel = gemm_3xtf32_presplit<BN, STAGES, GROUP, SETS, TMA, Epilogue>;
+    auto kernel = gemm_3xtf32_presplit<BN, STAGES, GROUP, SETS, Epilogue>;
     static bool configured[256] = {};  // per process only because this function is static: see launch_tiles
     if (!configured[device]) {
         const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
@@ -994,7 +921,7 @@ cudaError_t launch_best(const Problem& p, const Epilogue& epilogue, float* works
         const cudaError_t err = cudaGetDevice(&device);
         if (err != cudaSuccess) return err;
         // two K tiles per partial sum, four register sets of the split fragment (results/gemm-presplit-*)
-        if (hopper_device(device)) return launch_presplit<WGMMA_BN, WGMMA_STAGES, 2, 4, false>(p, epilogue, workspace, device, sms, stream);
+        if (hopper_device(device)) return launch_presplit<WGMMA_BN, WGMMA_STAGES, 2, 4>(p, epilogue, workspace, device, sms, stream);
 #if defined(KF_ONLY_SM90A)
         return cudaErrorNoKernelImageForDevice;  // no other code in this build: the fallback is not compiled
 #else

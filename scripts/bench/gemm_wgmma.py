@@ -38,14 +38,12 @@ HOPPER_FLAGS = ["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-DKF_SM90A", "-
 # name: (C++ call of the tiles for a K-contiguous A and B, nvcc flags)
 VARIANTS = {
     "mma_sync_default": (f"kf_gemm::launch_tiles<{DEFAULT.arguments(True, True)}>", ["-O3", "-arch=sm_90"]),
-    # the smaller operand split once per call into big/small planes (no split pass per stage), MMAs pipelined
-    # across K steps: launch_presplit<shared rows per block, stages, K tiles (of 32) per partial sum, register sets
-    # of the split fragment in turn (MMA groups in flight while the next set is filled)>
-    "presplit_s4_g2_sets4": ("kf_gemm::launch_presplit<128, 4, 2, 4, false>", HOPPER_FLAGS),  # emitted
-    "presplit_s4_g2_sets4_stagger": ("kf_gemm::launch_presplit<128, 4, 2, 4, false>", HOPPER_FLAGS + ["-DKF_EXP_STAGGER"]),
-    # the same with TMA copies (one thread asks for a stage's three tiles; an mbarrier per stage counts the bytes)
-    "tma_s4_g2_sets4": ("kf_gemm::launch_presplit<128, 4, 2, 4, true>", HOPPER_FLAGS),
-    "tma_s4_g2_sets4_stagger": ("kf_gemm::launch_presplit<128, 4, 2, 4, true>", HOPPER_FLAGS + ["-DKF_EXP_STAGGER"]),
+    # the smaller operand split once per call into big/small planes (no split pass per stage), stages filled with
+    # TMA, MMAs pipelined across K steps: launch_presplit<shared rows per block, stages, K tiles (of 32) per partial
+    # sum, register sets of the split fragment in turn (MMA groups in flight while the next set is filled)>
+    "tma_s4_g1_sets4": ("kf_gemm::launch_presplit<128, 4, 1, 4>", HOPPER_FLAGS),  # emitted
+    "tma_s4_g2_sets4": ("kf_gemm::launch_presplit<128, 4, 2, 4>", HOPPER_FLAGS),
+    "tma_s4_g1_sets2": ("kf_gemm::launch_presplit<128, 4, 1, 2>", HOPPER_FLAGS),
 }
 SEED_PROBLEM = ROOT / "suite" / "level2" / "31_linear_scale_leaky_relu.py"
 
