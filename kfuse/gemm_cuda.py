@@ -780,6 +780,163 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
 #endif
 }
 
+// The same product with a producer warp (warp 8, its warpgroup's registers given to the others) that issues every TMA copy, stage after stage as the consumers
+// free them (a barrier per stage counts the consumer warps done with it): the two warpgroups never wait for each
+// other within an output tile. STAGGER: the warpgroups add their partial sums on alternate K tiles, so one keeps the
+// tensor cores busy while the other drains its MMAs.
+template <int BN, int STAGES, int GROUP, int SETS, bool STAGGER, class Epilogue>
+__global__ void __launch_bounds__(384, 1) gemm_3xtf32_producer(const Problem p, const Matrix reg, int64_t reg_rows,
+                                                               const Planes shared_planes, bool swapped,
+                                                               const __grid_constant__ TileMaps maps,
+                                                               const Epilogue epilogue) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using C = PresplitConfig<BN, STAGES>;
+    constexpr int BM = C::BM, BK = C::BK, CONSUMERS = C::THREADS, NR = BN / 2;
+    static_assert(STAGES >= 2 && SETS >= 2 && (BK / 8) % SETS == 0 && BN == BM, "see gemm_3xtf32_presplit");
+    static_assert(BM * (BM + 4) <= STAGES * C::STAGE_FLOATS, "the output tile fits in the stages");
+    extern __shared__ float4 shared_words[];
+    const uint32_t raw = shared_address(shared_words);
+    float* const tiles = reinterpret_cast<float*>(shared_words) + ((1024 - (raw & 1023)) & 1023) / 4;
+    uint64_t* const landed = reinterpret_cast<uint64_t*>(tiles + STAGES * C::STAGE_FLOATS);  // per stage: bytes in
+    uint64_t* const freed = landed + STAGES;                                                 // per stage: 8 warps done
+    uint64_t* const written = freed + STAGES;  // the output tile left the stages (they may be refilled)
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t K = shared_planes.K, k_tiles = (K + BK - 1) / BK;
+    const int64_t n_tiles = (reg_rows + BM - 1) / BM;
+    if (tid == 0) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            barrier_init(landed + s, 1);
+            barrier_init(freed + s, CONSUMERS / 32);
+        }
+        barrier_init(written, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warp >= CONSUMERS / 32) {  // the producer warpgroup: its registers go to the consumers, one thread copies
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (warp != CONSUMERS / 32 || lane != 0) return;
+        int64_t sequence = 0, output_tiles = 0;
+        for (int64_t batch = blockIdx.z; batch < p.batch; batch += gridDim.z)
+        for (int64_t tile_r = blockIdx.y; tile_r < n_tiles; tile_r += gridDim.y, ++output_tiles) {
+            if (output_tiles > 0) barrier_wait(written, (uint32_t)(output_tiles - 1) & 1u);
+            const int r0 = (int)(tile_r * BM), s0 = (int)(blockIdx.x * BN);
+            const int reg_batch = reg.batch_stride ? (int)batch : 0;
+            const int shared_batch = shared_planes.batches > 1 ? (int)batch : 0;
+            for (int64_t kt = 0; kt < k_tiles; ++kt, ++sequence) {
+                const int stage = (int)(sequence % STAGES);
+                if (sequence >= STAGES) barrier_wait(freed + stage, (uint32_t)(sequence / STAGES - 1) & 1u);
+                float* s = tiles + stage * C::STAGE_FLOATS;
+                barrier_expect_bytes(landed + stage, C::STAGE_FLOATS * 4);
+                tma_load(s + C::REG, maps.reg, (int)(kt * BK), r0, reg_batch, landed + stage);
+                tma_load(s + C::BIG, maps.big, (int)(kt * BK), s0, shared_batch, landed + stage);
+                tma_load(s + C::SMALL, maps.small, (int)(kt * BK), s0, shared_batch, landed + stage);
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int group = warp >> 2, warp_row = (warp & 3) * 16, g = lane >> 2, q = lane & 3;
+    const uint64_t tiles_descriptor = descriptor(tiles);
+    auto consumers_sync = [] { asm volatile("bar.sync 1, %0;\n" :: "n"(CONSUMERS) : "memory"); };
+    int64_t sequence = 0;
+    for (int64_t batch = blockIdx.z; batch < p.batch; batch += gridDim.z) {
+    for (int64_t tile_r = blockIdx.y; tile_r < n_tiles; tile_r += gridDim.y) {
+        const int64_t r0 = tile_r * BM, s0 = (int64_t)blockIdx.x * BN;
+        float acc[NR], part[NR];
+#pragma unroll
+        for (int i = 0; i < NR; ++i) acc[i] = part[i] = 0.0f;
+        uint32_t r_big[SETS][4], r_small[SETS][4];
+#pragma unroll
+        for (int set = 0; set < SETS; ++set)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) r_big[set][e] = r_small[set][e] = 0u;
+        const int64_t phase0 = STAGGER ? group : 0;  // (STAGGER: warpgroup 1's partial sums are a tile out of step)
+
+        for (int64_t kt = 0; kt < k_tiles; ++kt) {
+            const int64_t position = sequence + kt;
+            const int stage = (int)(position % STAGES);
+            barrier_wait(landed + stage, (uint32_t)(position / STAGES) & 1u);
+            const int stage_offset = stage * C::STAGE_FLOATS;
+            const float* r_tile = tiles + stage_offset + C::REG;
+            const int64_t phase = kt + phase0;
+            const bool fresh = phase % GROUP == 0 || kt == 0;
+#pragma unroll
+            for (int step = 0; step < BK / 8; ++step) {
+                const int set = step % SETS;
+                float x[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    x[e] = r_tile[swizzled(group * 64 + warp_row + g + (e & 1) * 8, step * 8 + q + (e >> 1) * 4)];
+                wgmma_wait<SETS - 1>();
+                pin_registers(r_big);
+                pin_registers(r_small);
+                // after the wait of the tile's last register set, the previous tile's MMAs are all done
+                if (step == SETS - 1 && kt > 0 && lane == 0)
+                    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(shared_address(freed + (position - 1) % STAGES)) : "memory");
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    r_big[set][e] = __float_as_uint(x[e]) & 0xffffe000u;
+                    r_small[set][e] = __float_as_uint(x[e] - __uint_as_float(r_big[set][e]));
+                }
+                const uint64_t s_big = descriptor_at(tiles_descriptor, stage_offset + C::BIG + step * 8);
+                const uint64_t s_small = descriptor_at(tiles_descriptor, stage_offset + C::SMALL + step * 8);
+                wgmma_fence();
+                wgmma_rs(part, r_small[set], s_big, fresh && step == 0 ? 0 : 1);
+                wgmma_rs(part, r_big[set], s_small, 1);
+                wgmma_rs(part, r_big[set], s_big, 1);
+                wgmma_commit();
+            }
+            if (phase % GROUP == GROUP - 1 || kt == k_tiles - 1) {
+                wgmma_wait<0>();
+                pin_registers(part);
+#pragma unroll
+                for (int i = 0; i < NR; ++i) acc[i] += part[i];
+            }
+        }
+        wgmma_wait<0>();
+        pin_registers(r_big);
+        pin_registers(r_small);
+        if (k_tiles > 0 && lane == 0)
+            asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(shared_address(freed + (sequence + k_tiles - 1) % STAGES)) : "memory");
+        sequence += k_tiles;
+        consumers_sync();  // every warp's MMAs are done: the stages hold no tile the others still read
+
+        float* const out_tile = tiles;
+        constexpr int LD = BM + 4;
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int r = group * 64 + warp_row + g + 8 * h, c = j * 8 + 2 * q + e;
+                    out_tile[swapped ? c * LD + r : r * LD + c] = acc[4 * j + 2 * h + e];
+                }
+        consumers_sync();
+        const int64_t m0 = swapped ? s0 : r0, n0 = swapped ? r0 : s0;
+#pragma unroll 4
+        for (int i = tid; i < BM * BM; i += CONSUMERS) {
+            const int row = i / BM, column = i % BM;
+            const int64_t m = m0 + row, n = n0 + column;
+            if (m < p.M && n < p.N) {
+                const int64_t index = (batch * p.M + m) * p.N + n;
+                p.out[index] = epilogue(out_tile[row * LD + column], index);
+            }
+        }
+        fence_async_shared();
+        consumers_sync();
+        if (tid == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(shared_address(written)) : "memory");
+    }
+    }
+#else
+    __trap();
+#endif
+}
+
 // Where the pre-split kernel's operands live: the shared operand's planes at the start of the workspace, then,
 // when the register operand cannot take 16-byte copies in place, its packed copy.
 struct PresplitLayout {
@@ -849,7 +1006,7 @@ __host__ inline bool encode_tiles(CUtensorMap& map, const Matrix& m, int64_t bat
                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int BN, int STAGES, int GROUP, int SETS, class Epilogue>
+template <int BN, int STAGES, int GROUP, int SETS, bool PRODUCER = false, bool STAGGER = false, class Epilogue>
 static cudaError_t launch_presplit(const Problem& p, const Epilogue& epilogue, float* workspace, int device,
                                    int sms, cudaStream_t stream) {
     using C = PresplitConfig<BN, STAGES>;
@@ -873,10 +1030,12 @@ static cudaError_t launch_presplit(const Problem& p, const Epilogue& epilogue, f
             || !encode_tiles<BN>(maps.small, small, o.planes.batches, o.shared_rows, p.K))
             return cudaErrorInvalidValue;
     }
-    auto kernel = gemm_3xtf32_presplit<BN, STAGES, GROUP, SETS, Epilogue>;
+    auto kernel = PRODUCER ? gemm_3xtf32_producer<BN, STAGES, GROUP, SETS, STAGGER, Epilogue>
+                           : gemm_3xtf32_presplit<BN, STAGES, GROUP, SETS, Epilogue>;
+    const int threads = PRODUCER ? C::THREADS + 128 : C::THREADS, smem = C::SMEM_BYTES + (PRODUCER ? STAGES * 8 + 8 : 0);
     static bool configured[256] = {};  // per process only because this function is static: see launch_tiles
     if (!configured[device]) {
-        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return err;
         configured[device] = true;
     }
@@ -884,7 +1043,7 @@ static cudaError_t launch_presplit(const Problem& p, const Epilogue& epilogue, f
     if (s_tiles > INT32_MAX) return cudaErrorInvalidConfiguration;
     const dim3 grid((unsigned)s_tiles, (unsigned)std::min<int64_t>(r_tiles, 65535),
                     (unsigned)std::min<int64_t>(p.batch, 65535));
-    kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(p, reg, o.reg_rows, o.planes, o.swapped, maps, epilogue);
+    kernel<<<grid, threads, smem, stream>>>(p, reg, o.reg_rows, o.planes, o.swapped, maps, epilogue);
     return cudaSuccess;
 }
 

@@ -41,9 +41,12 @@ VARIANTS = {
     # the smaller operand split once per call into big/small planes (no split pass per stage), stages filled with
     # TMA, MMAs pipelined across K steps: launch_presplit<shared rows per block, stages, K tiles (of 32) per partial
     # sum, register sets of the split fragment in turn (MMA groups in flight while the next set is filled)>
-    "tma_s4_g1_sets4": ("kf_gemm::launch_presplit<128, 4, 1, 4>", HOPPER_FLAGS),  # emitted
-    "tma_s4_g2_sets4": ("kf_gemm::launch_presplit<128, 4, 2, 4>", HOPPER_FLAGS),
-    "tma_s4_g1_sets2": ("kf_gemm::launch_presplit<128, 4, 1, 2>", HOPPER_FLAGS),
+    "tma_s4_g2_sets4": ("kf_gemm::launch_presplit<128, 4, 2, 4>", HOPPER_FLAGS),  # emitted
+    # + a producer warp issuing the copies as stages are freed (no block-wide barrier per K tile); stagger: the
+    # warpgroups add their partial sums on alternate tiles
+    "producer_s4_g2_sets4": ("kf_gemm::launch_presplit<128, 4, 2, 4, true, false>", HOPPER_FLAGS),
+    "producer_stagger_s4_g2_sets4": ("kf_gemm::launch_presplit<128, 4, 2, 4, true, true>", HOPPER_FLAGS),
+    "producer_stagger_s4_g1_sets4": ("kf_gemm::launch_presplit<128, 4, 1, 4, true, true>", HOPPER_FLAGS),
 }
 SEED_PROBLEM = ROOT / "suite" / "level2" / "31_linear_scale_leaky_relu.py"
 
