@@ -23,8 +23,8 @@ On Hopper (compute capability 9.0, files built for sm_90a: KF_SM90A) products of
 `gemm_3xtf32_presplit` instead: warpgroup MMAs (wgmma.mma_async m64n128k8 tf32). One operand
 (the one that costs less extra traffic) is split once per call into big and small planes in a workspace
 (`split_rows`, or `split_columns` transposing a (K, rows) operand), read by the MMAs from 128-byte-swizzled shared
-memory; the other is split in registers. Same three products, partial sums every two K
-tiles, same epilogue functor. See WGMMA_TEMPLATE.
+memory; the other is split in registers. A producer warp fills the stages with TMA copies while two consumer
+warpgroups multiply. Same three products, partial sums every two K tiles, same epilogue functor. See WGMMA_TEMPLATE.
 """
 
 from __future__ import annotations
@@ -543,13 +543,13 @@ __device__ __forceinline__ uint64_t descriptor_at(uint64_t base, int floats) { r
 // ---- The pre-split kernel: no split pass in shared memory ----------------------------------------------------
 // One operand ("shared", see presplit_layout) is split once per call by split_operand into two K-padded planes,
 // big = tf32(x) (truncated) and small = x - big, that the wgmma reads through descriptors; the other ("register")
-// operand is read from the shared tile into registers and split there. So a K tile costs three copies and the MMAs,
-// nothing else: the per-stage split pass (every B element read and written twice in shared memory) is gone.
+// operand is read from the shared tile into registers and split there. So a K tile costs three TMA copies and the
+// MMAs, nothing else: the per-stage split pass (every B element read and written twice in shared memory) is gone.
 // Roles: `swapped` (the usual Linear: A has fewer rows) makes A the shared operand and B the register one; the
 // accumulator then holds the output transposed, which only changes where the epilogue writes.
 
-// The planes of the shared operand (and, when the register operand cannot take 16-byte copies, its packed copy):
-// rows padded to a multiple of 4 floats with zeros.
+// The planes of the shared operand (and, when the register operand's rows are not 16-byte aligned for TMA, its
+// packed copy): rows padded to a multiple of 4 floats with zeros.
 struct Planes {
     float* big;    // batches x rows x k_padded (big parts; or the packed copy when small is null)
     float* small;  // the same shape, small parts; null: copy only
@@ -623,10 +623,11 @@ __host__ inline bool presplit_swapped(const Problem& p) {
 
 template <int BN, int STAGES>
 struct PresplitConfig {
-    static constexpr int BM = 128, BK = 32, THREADS = 256;  // BM register-operand rows: two warpgroups of 64
+    static constexpr int BM = 128, BK = 32;  // BM register-operand rows: two consumer warpgroups of 64
+    static constexpr int CONSUMERS = 256, THREADS = CONSUMERS + 128;  // + the producer warpgroup
     static constexpr int REG = 0, BIG = BM * BK, SMALL = BIG + BN * BK, STAGE_FLOATS = SMALL + BN * BK;
-    // the stages, their barriers and the slack to align the stages to 1024 bytes
-    static constexpr int SMEM_BYTES = STAGES * STAGE_FLOATS * 4 + STAGES * 8 + 1024;
+    // the stages, their two barriers each, the output tile's barrier, and the slack to align the stages to 1024 bytes
+    static constexpr int SMEM_BYTES = STAGES * STAGE_FLOATS * 4 + (2 * STAGES + 1) * 8 + 1024;
 };
 
 // The TMA descriptors of the three tiles of a stage: the register operand, the big and the small planes.
@@ -634,79 +635,99 @@ struct TileMaps {
     CUtensorMap reg, big, small;
 };
 
-// Block: BM register-operand rows x BN shared-operand rows. K advances BK = 32 at a time through STAGES swizzled
-// stages that one thread fills with TMA copies, STAGES - 2 tiles ahead (a barrier per stage counts the bytes
-// landed): a stage is refilled once both warpgroups are done with the MMAs that read it, which the pipelined waits
-// below guarantee two tiles later. Per 8-wide K step each warpgroup splits its A fragment into one of SETS register
-// sets (MMAs of the SETS - 1 steps before may read the others) and issues r_small*s_big + r_big*s_small +
-// r_big*s_big; the MMAs of consecutive steps and tiles overlap. GROUP K tiles form one partial sum (the tensor
-// cores truncate their accumulator), added to the running fp32 sum in round-to-nearest.
+__device__ __forceinline__ void barrier_arrive(uint64_t* barrier) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(shared_address(barrier)) : "memory");
+}
+
+// Block: BM register-operand rows x BN shared-operand rows, warp-specialized. K advances BK = 32 at a time through
+// a ring of STAGES swizzled stages. The producer warpgroup hands its registers to the others and one of its threads
+// issues the TMA copies of each stage's three tiles as soon as the stage is free (`landed` counts the bytes in,
+// `freed` the 8 consumer warps done with it). The two consumer warpgroups never wait for each other within an output
+// tile. Per 8-wide K step each splits its A fragment into one of SETS register sets (MMAs of the SETS - 1 steps
+// before may read the others) and issues r_small*s_big + r_big*s_small + r_big*s_big; the MMAs of consecutive steps
+// and tiles overlap. GROUP K tiles form one partial sum (the tensor cores truncate their accumulator), added to the
+// running fp32 sum in round-to-nearest.
 template <int BN, int STAGES, int GROUP, int SETS, class Epilogue>
-__global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, const Matrix reg, int64_t reg_rows,
+__global__ void __launch_bounds__(384, 1) gemm_3xtf32_presplit(const Problem p, const Matrix reg, int64_t reg_rows,
                                                                const Planes shared_planes, bool swapped,
                                                                const __grid_constant__ TileMaps maps,
                                                                const Epilogue epilogue) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = PresplitConfig<BN, STAGES>;
-    constexpr int BM = C::BM, BK = C::BK, THREADS = C::THREADS, NR = BN / 2;  // NR: accumulator floats per thread
-    static_assert(STAGES >= 3, "two stages may be read by MMAs while the next is refilled");
+    constexpr int BM = C::BM, BK = C::BK, CONSUMERS = C::CONSUMERS, NR = BN / 2;  // NR: accumulator floats per thread
+    static_assert(STAGES >= 2, "a stage is refilled while the MMAs read another");
     static_assert(SETS >= 2 && (BK / 8) % SETS == 0, "the sets repeat within a tile, so a tile's MMAs end by the next's");
     static_assert(BN == BM, "a square block tile: the epilogue's shared tile has one shape either way");
     static_assert(BM * (BM + 4) <= STAGES * C::STAGE_FLOATS, "the output tile fits in the stages");
     extern __shared__ float4 shared_words[];
     const uint32_t raw = shared_address(shared_words);
     float* const tiles = reinterpret_cast<float*>(shared_words) + ((1024 - (raw & 1023)) & 1023) / 4;
-    uint64_t* const landed = reinterpret_cast<uint64_t*>(tiles + STAGES * C::STAGE_FLOATS);  // one per stage
+    uint64_t* const landed = reinterpret_cast<uint64_t*>(tiles + STAGES * C::STAGE_FLOATS);  // per stage: its bytes in
+    uint64_t* const freed = landed + STAGES;   // per stage: the consumer warps done with it
+    uint64_t* const written = freed + STAGES;  // the output tile has left the stages: they may be refilled
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t K = shared_planes.K, k_tiles = (K + BK - 1) / BK;
+    const int64_t n_tiles = (reg_rows + BM - 1) / BM;
+    if (tid == 0) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            barrier_init(landed + s, 1);
+            barrier_init(freed + s, CONSUMERS / 32);
+        }
+        barrier_init(written, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();  // (the last block-wide barrier: the consumers synchronize among themselves below)
+
+    // blockIdx.x walks the shared operand (the smaller one) fastest: the blocks running together read the same
+    // register-operand rows, so the larger operand comes from DRAM about once. `position` counts the K tiles the
+    // block has gone through (all output tiles): the ring's stage and the barriers' phase follow from it.
+    if (warp >= CONSUMERS / 32) {  // the producer warpgroup
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (warp != CONSUMERS / 32 || lane != 0) return;
+        int64_t position = 0, output_tiles = 0;
+        for (int64_t batch = blockIdx.z; batch < p.batch; batch += gridDim.z)
+        for (int64_t tile_r = blockIdx.y; tile_r < n_tiles; tile_r += gridDim.y, ++output_tiles) {
+            if (output_tiles > 0) barrier_wait(written, (uint32_t)(output_tiles - 1) & 1u);
+            const int r0 = (int)(tile_r * BM), s0 = (int)(blockIdx.x * BN);
+            const int reg_batch = reg.batch_stride ? (int)batch : 0;
+            const int shared_batch = shared_planes.batches > 1 ? (int)batch : 0;
+            for (int64_t kt = 0; kt < k_tiles; ++kt, ++position) {
+                const int stage = (int)(position % STAGES), k0 = (int)(kt * BK);
+                if (position >= STAGES) barrier_wait(freed + stage, (uint32_t)(position / STAGES - 1) & 1u);
+                float* s = tiles + stage * C::STAGE_FLOATS;
+                barrier_expect_bytes(landed + stage, C::STAGE_FLOATS * 4);
+                tma_load(s + C::REG, maps.reg, k0, r0, reg_batch, landed + stage);
+                tma_load(s + C::BIG, maps.big, k0, s0, shared_batch, landed + stage);
+                tma_load(s + C::SMALL, maps.small, k0, s0, shared_batch, landed + stage);
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
     const int group = warp >> 2;                   // the warpgroup: register rows 64 * group ...
     const int warp_row = (warp & 3) * 16;          // ... of which this warp holds 16 in the accumulator
     const int g = lane >> 2, q = lane & 3;         // fragment coordinates (as mma.sync m16n8k8)
-    const int64_t K = shared_planes.K, k_tiles = (K + BK - 1) / BK;
-    const int64_t n_tiles = (reg_rows + BM - 1) / BM;
     const uint64_t tiles_descriptor = descriptor(tiles);
-    if (tid == 0) {
-#pragma unroll
-        for (int s = 0; s < STAGES; ++s) barrier_init(landed + s, 1);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-    int64_t sequence = 0;  // K tiles this block loaded before the current output tile: the stage ring's position
-
-    // blockIdx.x walks the shared operand (the smaller one) fastest: the blocks running together read the same
-    // register-operand rows, so the larger operand comes from DRAM about once
+    auto consumers_sync = [] { asm volatile("bar.sync 1, %0;\n" :: "n"(CONSUMERS) : "memory"); };
+    int64_t position = 0;
     for (int64_t batch = blockIdx.z; batch < p.batch; batch += gridDim.z) {
     for (int64_t tile_r = blockIdx.y; tile_r < n_tiles; tile_r += gridDim.y) {
         const int64_t r0 = tile_r * BM, s0 = (int64_t)blockIdx.x * BN;
         float acc[NR], part[NR];
 #pragma unroll
         for (int i = 0; i < NR; ++i) acc[i] = part[i] = 0.0f;
-
-        // K tile kt into its stage: the three boxes, counted on the stage's barrier (thread 0 only)
-        auto stage_index = [&](int64_t kt) { return (int)((sequence + kt) % STAGES); };
-        auto load_stage = [&](int64_t kt) {
-            const int stage = stage_index(kt), k0 = (int)(kt * BK);
-            float* s = tiles + stage * C::STAGE_FLOATS;
-            const int reg_batch = reg.batch_stride ? (int)batch : 0;
-            const int shared_batch = shared_planes.batches > 1 ? (int)batch : 0;
-            barrier_expect_bytes(landed + stage, C::STAGE_FLOATS * 4);
-            tma_load(s + C::REG, maps.reg, k0, (int)r0, reg_batch, landed + stage);
-            tma_load(s + C::BIG, maps.big, k0, (int)s0, shared_batch, landed + stage);
-            tma_load(s + C::SMALL, maps.small, k0, (int)s0, shared_batch, landed + stage);
-        };
-        if (tid == 0)
-            for (int s = 0; s < STAGES - 2 && s < k_tiles; ++s) load_stage(s);
         uint32_t r_big[SETS][4], r_small[SETS][4];  // register sets of the split fragment, in turn per K step
 #pragma unroll
         for (int set = 0; set < SETS; ++set)
 #pragma unroll
             for (int e = 0; e < 4; ++e) r_big[set][e] = r_small[set][e] = 0u;
 
-        for (int64_t kt = 0; kt < k_tiles; ++kt) {
-            __syncthreads();  // tile kt - 2's MMAs are done in both warpgroups: its stage may be refilled
-            if (tid == 0 && kt + STAGES - 2 < k_tiles) load_stage(kt + STAGES - 2);
-            barrier_wait(landed + stage_index(kt), (uint32_t)((sequence + kt) / STAGES) & 1u);  // tile kt landed
-            const int stage_offset = stage_index(kt) * C::STAGE_FLOATS;
+        for (int64_t kt = 0; kt < k_tiles; ++kt, ++position) {
+            const int stage = (int)(position % STAGES), stage_offset = stage * C::STAGE_FLOATS;
+            barrier_wait(landed + stage, (uint32_t)(position / STAGES) & 1u);  // tile kt is in
             const float* r_tile = tiles + stage_offset + C::REG;
             const bool fresh = kt % GROUP == 0;  // the first tile of a partial sum overwrites it
 #pragma unroll
@@ -716,9 +737,11 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
                     x[e] = r_tile[swizzled(group * 64 + warp_row + g + (e & 1) * 8, step * 8 + q + (e >> 1) * 4)];
-                wgmma_wait<SETS - 1>();  // the MMAs of SETS steps ago, which read this register set, are done
+                wgmma_wait<SETS - 1>();  // the MMAs of SETS steps ago, which read this register set, are done ...
                 pin_registers(r_big);
                 pin_registers(r_small);
+                // ... and at the last set, all of the previous tile's: this warp is done with its stage
+                if (step == SETS - 1 && kt > 0 && lane == 0) barrier_arrive(freed + (position - 1) % STAGES);
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     r_big[set][e] = __float_as_uint(x[e]) & 0xffffe000u;
@@ -742,8 +765,8 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
         wgmma_wait<0>();
         pin_registers(r_big);
         pin_registers(r_small);
-        sequence += k_tiles;
-        __syncthreads();  // every MMA is done and every stage was waited for: the stages are free
+        if (k_tiles > 0 && lane == 0) barrier_arrive(freed + (position - 1) % STAGES);  // the last tile's stage
+        consumers_sync();  // no consumer reads a stage any more: the output tile may use them
 
         // The tile goes through shared memory as out[row][column] (swapped: register rows are output columns),
         // then each thread takes whole output rows' elements in turn: the epilogue runs on one element at a time,
@@ -751,162 +774,6 @@ __global__ void __launch_bounds__(256, 1) gemm_3xtf32_presplit(const Problem p, 
         // 4j + 2h + e sits at register row g + 8h, shared row 8j + 2q + e of this warp's 16 rows.
         float* const out_tile = tiles;
         constexpr int LD = BM + 4;  // rows 4 banks apart: the scattered writes below are (nearly) conflict-free
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int r = group * 64 + warp_row + g + 8 * h, c = j * 8 + 2 * q + e;
-                    out_tile[swapped ? c * LD + r : r * LD + c] = acc[4 * j + 2 * h + e];
-                }
-        __syncthreads();
-        const int64_t m0 = swapped ? s0 : r0, n0 = swapped ? r0 : s0;
-#pragma unroll 4
-        for (int i = tid; i < BM * BM; i += THREADS) {
-            const int row = i / BM, column = i % BM;
-            const int64_t m = m0 + row, n = n0 + column;
-            if (m < p.M && n < p.N) {
-                const int64_t index = (batch * p.M + m) * p.N + n;
-                p.out[index] = epilogue(out_tile[row * LD + column], index);
-            }
-        }
-        fence_async_shared();  // the next prologue's TMA writes come after these reads ...
-        __syncthreads();       // ... of every thread
-    }
-    }
-#else
-    __trap();  // built for another architecture: launch_presplit is only called on sm_90 with sm_90a code
-#endif
-}
-
-// The same product with a producer warp (warp 8, its warpgroup's registers given to the others) that issues every TMA copy, stage after stage as the consumers
-// free them (a barrier per stage counts the consumer warps done with it): the two warpgroups never wait for each
-// other within an output tile. STAGGER: the warpgroups add their partial sums on alternate K tiles, so one keeps the
-// tensor cores busy while the other drains its MMAs.
-template <int BN, int STAGES, int GROUP, int SETS, bool STAGGER, class Epilogue>
-__global__ void __launch_bounds__(384, 1) gemm_3xtf32_producer(const Problem p, const Matrix reg, int64_t reg_rows,
-                                                               const Planes shared_planes, bool swapped,
-                                                               const __grid_constant__ TileMaps maps,
-                                                               const Epilogue epilogue) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using C = PresplitConfig<BN, STAGES>;
-    constexpr int BM = C::BM, BK = C::BK, CONSUMERS = C::THREADS, NR = BN / 2;
-    static_assert(STAGES >= 2 && SETS >= 2 && (BK / 8) % SETS == 0 && BN == BM, "see gemm_3xtf32_presplit");
-    static_assert(BM * (BM + 4) <= STAGES * C::STAGE_FLOATS, "the output tile fits in the stages");
-    extern __shared__ float4 shared_words[];
-    const uint32_t raw = shared_address(shared_words);
-    float* const tiles = reinterpret_cast<float*>(shared_words) + ((1024 - (raw & 1023)) & 1023) / 4;
-    uint64_t* const landed = reinterpret_cast<uint64_t*>(tiles + STAGES * C::STAGE_FLOATS);  // per stage: bytes in
-    uint64_t* const freed = landed + STAGES;                                                 // per stage: 8 warps done
-    uint64_t* const written = freed + STAGES;  // the output tile left the stages (they may be refilled)
-
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int64_t K = shared_planes.K, k_tiles = (K + BK - 1) / BK;
-    const int64_t n_tiles = (reg_rows + BM - 1) / BM;
-    if (tid == 0) {
-#pragma unroll
-        for (int s = 0; s < STAGES; ++s) {
-            barrier_init(landed + s, 1);
-            barrier_init(freed + s, CONSUMERS / 32);
-        }
-        barrier_init(written, 1);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-
-    if (warp >= CONSUMERS / 32) {  // the producer warpgroup: its registers go to the consumers, one thread copies
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-        if (warp != CONSUMERS / 32 || lane != 0) return;
-        int64_t sequence = 0, output_tiles = 0;
-        for (int64_t batch = blockIdx.z; batch < p.batch; batch += gridDim.z)
-        for (int64_t tile_r = blockIdx.y; tile_r < n_tiles; tile_r += gridDim.y, ++output_tiles) {
-            if (output_tiles > 0) barrier_wait(written, (uint32_t)(output_tiles - 1) & 1u);
-            const int r0 = (int)(tile_r * BM), s0 = (int)(blockIdx.x * BN);
-            const int reg_batch = reg.batch_stride ? (int)batch : 0;
-            const int shared_batch = shared_planes.batches > 1 ? (int)batch : 0;
-            for (int64_t kt = 0; kt < k_tiles; ++kt, ++sequence) {
-                const int stage = (int)(sequence % STAGES);
-                if (sequence >= STAGES) barrier_wait(freed + stage, (uint32_t)(sequence / STAGES - 1) & 1u);
-                float* s = tiles + stage * C::STAGE_FLOATS;
-                barrier_expect_bytes(landed + stage, C::STAGE_FLOATS * 4);
-                tma_load(s + C::REG, maps.reg, (int)(kt * BK), r0, reg_batch, landed + stage);
-                tma_load(s + C::BIG, maps.big, (int)(kt * BK), s0, shared_batch, landed + stage);
-                tma_load(s + C::SMALL, maps.small, (int)(kt * BK), s0, shared_batch, landed + stage);
-            }
-        }
-        return;
-    }
-
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
-    const int group = warp >> 2, warp_row = (warp & 3) * 16, g = lane >> 2, q = lane & 3;
-    const uint64_t tiles_descriptor = descriptor(tiles);
-    auto consumers_sync = [] { asm volatile("bar.sync 1, %0;\n" :: "n"(CONSUMERS) : "memory"); };
-    int64_t sequence = 0;
-    for (int64_t batch = blockIdx.z; batch < p.batch; batch += gridDim.z) {
-    for (int64_t tile_r = blockIdx.y; tile_r < n_tiles; tile_r += gridDim.y) {
-        const int64_t r0 = tile_r * BM, s0 = (int64_t)blockIdx.x * BN;
-        float acc[NR], part[NR];
-#pragma unroll
-        for (int i = 0; i < NR; ++i) acc[i] = part[i] = 0.0f;
-        uint32_t r_big[SETS][4], r_small[SETS][4];
-#pragma unroll
-        for (int set = 0; set < SETS; ++set)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) r_big[set][e] = r_small[set][e] = 0u;
-        const int64_t phase0 = STAGGER ? group : 0;  // (STAGGER: warpgroup 1's partial sums are a tile out of step)
-
-        for (int64_t kt = 0; kt < k_tiles; ++kt) {
-            const int64_t position = sequence + kt;
-            const int stage = (int)(position % STAGES);
-            barrier_wait(landed + stage, (uint32_t)(position / STAGES) & 1u);
-            const int stage_offset = stage * C::STAGE_FLOATS;
-            const float* r_tile = tiles + stage_offset + C::REG;
-            const int64_t phase = kt + phase0;
-            const bool fresh = phase % GROUP == 0 || kt == 0;
-#pragma unroll
-            for (int step = 0; step < BK / 8; ++step) {
-                const int set = step % SETS;
-                float x[4];
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    x[e] = r_tile[swizzled(group * 64 + warp_row + g + (e & 1) * 8, step * 8 + q + (e >> 1) * 4)];
-                wgmma_wait<SETS - 1>();
-                pin_registers(r_big);
-                pin_registers(r_small);
-                // after the wait of the tile's last register set, the previous tile's MMAs are all done
-                if (step == SETS - 1 && kt > 0 && lane == 0)
-                    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(shared_address(freed + (position - 1) % STAGES)) : "memory");
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    r_big[set][e] = __float_as_uint(x[e]) & 0xffffe000u;
-                    r_small[set][e] = __float_as_uint(x[e] - __uint_as_float(r_big[set][e]));
-                }
-                const uint64_t s_big = descriptor_at(tiles_descriptor, stage_offset + C::BIG + step * 8);
-                const uint64_t s_small = descriptor_at(tiles_descriptor, stage_offset + C::SMALL + step * 8);
-                wgmma_fence();
-                wgmma_rs(part, r_small[set], s_big, fresh && step == 0 ? 0 : 1);
-                wgmma_rs(part, r_big[set], s_small, 1);
-                wgmma_rs(part, r_big[set], s_big, 1);
-                wgmma_commit();
-            }
-            if (phase % GROUP == GROUP - 1 || kt == k_tiles - 1) {
-                wgmma_wait<0>();
-                pin_registers(part);
-#pragma unroll
-                for (int i = 0; i < NR; ++i) acc[i] += part[i];
-            }
-        }
-        wgmma_wait<0>();
-        pin_registers(r_big);
-        pin_registers(r_small);
-        if (k_tiles > 0 && lane == 0)
-            asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(shared_address(freed + (sequence + k_tiles - 1) % STAGES)) : "memory");
-        sequence += k_tiles;
-        consumers_sync();  // every warp's MMAs are done: the stages hold no tile the others still read
-
-        float* const out_tile = tiles;
-        constexpr int LD = BM + 4;
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -927,13 +794,13 @@ __global__ void __launch_bounds__(384, 1) gemm_3xtf32_producer(const Problem p, 
                 p.out[index] = epilogue(out_tile[row * LD + column], index);
             }
         }
-        fence_async_shared();
-        consumers_sync();
-        if (tid == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(shared_address(written)) : "memory");
+        fence_async_shared();  // these reads come before the next output tile's TMA writes ...
+        consumers_sync();      // ... in every consumer thread
+        if (tid == 0) barrier_arrive(written);
     }
     }
 #else
-    __trap();
+    __trap();  // built for another architecture: launch_presplit is only called on sm_90 with sm_90a code
 #endif
 }
 
@@ -1006,7 +873,7 @@ __host__ inline bool encode_tiles(CUtensorMap& map, const Matrix& m, int64_t bat
                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int BN, int STAGES, int GROUP, int SETS, bool PRODUCER = false, bool STAGGER = false, class Epilogue>
+template <int BN, int STAGES, int GROUP, int SETS, class Epilogue>
 static cudaError_t launch_presplit(const Problem& p, const Epilogue& epilogue, float* workspace, int device,
                                    int sms, cudaStream_t stream) {
     using C = PresplitConfig<BN, STAGES>;
@@ -1030,12 +897,10 @@ static cudaError_t launch_presplit(const Problem& p, const Epilogue& epilogue, f
             || !encode_tiles<BN>(maps.small, small, o.planes.batches, o.shared_rows, p.K))
             return cudaErrorInvalidValue;
     }
-    auto kernel = PRODUCER ? gemm_3xtf32_producer<BN, STAGES, GROUP, SETS, STAGGER, Epilogue>
-                           : gemm_3xtf32_presplit<BN, STAGES, GROUP, SETS, Epilogue>;
-    const int threads = PRODUCER ? C::THREADS + 128 : C::THREADS, smem = C::SMEM_BYTES + (PRODUCER ? STAGES * 8 + 8 : 0);
+    auto kernel = gemm_3xtf32_presplit<BN, STAGES, GROUP, SETS, Epilogue>;
     static bool configured[256] = {};  // per process only because this function is static: see launch_tiles
     if (!configured[device]) {
-        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
         if (err != cudaSuccess) return err;
         configured[device] = true;
     }
@@ -1043,7 +908,7 @@ static cudaError_t launch_presplit(const Problem& p, const Epilogue& epilogue, f
     if (s_tiles > INT32_MAX) return cudaErrorInvalidConfiguration;
     const dim3 grid((unsigned)s_tiles, (unsigned)std::min<int64_t>(r_tiles, 65535),
                     (unsigned)std::min<int64_t>(p.batch, 65535));
-    kernel<<<grid, threads, smem, stream>>>(p, reg, o.reg_rows, o.planes, o.swapped, maps, epilogue);
+    kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(p, reg, o.reg_rows, o.planes, o.swapped, maps, epilogue);
     return cudaSuccess;
 }
 

@@ -39,14 +39,11 @@ HOPPER_FLAGS = ["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-DKF_SM90A", "-
 VARIANTS = {
     "mma_sync_default": (f"kf_gemm::launch_tiles<{DEFAULT.arguments(True, True)}>", ["-O3", "-arch=sm_90"]),
     # the smaller operand split once per call into big/small planes (no split pass per stage), stages filled with
-    # TMA, MMAs pipelined across K steps: launch_presplit<shared rows per block, stages, K tiles (of 32) per partial
-    # sum, register sets of the split fragment in turn (MMA groups in flight while the next set is filled)>
-    "tma_s4_g2_sets4": ("kf_gemm::launch_presplit<128, 4, 2, 4>", HOPPER_FLAGS),  # emitted
-    # + a producer warp issuing the copies as stages are freed (no block-wide barrier per K tile); stagger: the
-    # warpgroups add their partial sums on alternate tiles
-    "producer_s4_g2_sets4": ("kf_gemm::launch_presplit<128, 4, 2, 4, true, false>", HOPPER_FLAGS),
-    "producer_stagger_s4_g2_sets4": ("kf_gemm::launch_presplit<128, 4, 2, 4, true, true>", HOPPER_FLAGS),
-    "producer_stagger_s4_g1_sets4": ("kf_gemm::launch_presplit<128, 4, 1, 4, true, true>", HOPPER_FLAGS),
+    # TMA by a producer warp, MMAs pipelined across K steps: launch_presplit<shared rows per block, stages, K tiles
+    # (of 32) per partial sum, register sets of the split fragment in turn (MMA groups in flight while the next set
+    # is filled)>
+    "presplit_s4_g2_sets4": ("kf_gemm::launch_presplit<128, 4, 2, 4>", HOPPER_FLAGS),  # emitted
+    "presplit_s4_g1_sets4": ("kf_gemm::launch_presplit<128, 4, 1, 4>", HOPPER_FLAGS),
 }
 SEED_PROBLEM = ROOT / "suite" / "level2" / "31_linear_scale_leaky_relu.py"
 
