@@ -13,7 +13,7 @@ ref = build_reference(problem, init, seed=0, device=dev)
 ref64 = copy.deepcopy(ref).double()
 rows = {}
 for label in ("old", "new"):
-    spec = importlib.util.spec_from_file_location(f"c_{label}", f"probe/{label}_25.py")
+    spec = importlib.util.spec_from_file_location(f"c_{label}", f"results/gemm-tma-NVIDIA-H100-80GB-HBM3-2026-11-23/probe-25/{label}_25.py")
     mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
     cand = mod.ModelNew(*init).to(dev); cand.load_state_dict(ref.state_dict())
     fails = ref_fails = nondet = 0; worst = 0.0; worst_ref = 0.0
