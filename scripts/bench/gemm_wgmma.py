@@ -1,7 +1,8 @@
 """The Hopper (wgmma) 3xTF32 GEMM against the mma.sync one and cuBLAS fp32: build, validate, time (one GPU run).
 
 The first wgmma kernel (split pass in shared memory per stage; results/gemm-wgmma-*-2026-11-22.*) was replaced by the
-pre-split one (results/gemm-presplit-*); its variants are gone from this list with it.
+pre-split one (results/gemm-presplit-*), whose cp.async stages gave way to TMA copies from a producer warpgroup
+(results/gemm-tma-*); the variants of the replaced kernels are gone from this list with them.
 
     cd .wt/wgmma && export PYTHONPATH=$PWD && MAX_JOBS=2 python3 scripts/bench/gemm_wgmma.py --out $OUT
 
