@@ -61,10 +61,12 @@ class SmallFilter:
     stride: tuple[int, int]
     dilation: tuple[int, int]
     chunk: int            # CB: 16, 32 or 64 output channels per block
+    tensor_cores: bool    # kf::conv2d_small_filter_tc (3xTF32) rather than the FFMA kernel
 
     @property
     def template_arguments(self) -> str:
-        return ", ".join(str(v) for v in (self.in_channels, *self.kernel, *self.stride, *self.dilation, self.chunk))
+        values = (self.in_channels, *self.kernel, *self.stride, *self.dilation, self.chunk)
+        return ", ".join(str(v) for v in values) + (", true" if self.tensor_cores else ", false")
 
 
 @dataclass
@@ -199,6 +201,8 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str) -
 SMALL_FILTER_MAX_TAPS = 160            # C_in * kh * kw (the seed: 8 * 3 * 3 = 72)
 SMALL_FILTER_MIN_OUT_CHANNELS = 16     # fewer: most lanes of a 16-channel warp would compute nothing
 SMALL_FILTER_MAX_SMEM = 100 * 1024
+# The 3xTF32 tensor-core kernel (kf::conv2d_small_filter_tc) where its shared memory fits; False: FFMA everywhere.
+SMALL_FILTER_TENSOR_CORES = True
 
 
 def small_filter_tile(node: torch.fx.Node, spec: dict) -> SmallFilter | None:
@@ -220,11 +224,16 @@ def small_filter_tile(node: torch.fx.Node, spec: dict) -> SmallFilter | None:
         return None
     chunk = 16 if c_out <= 16 else 32 if c_out <= 32 else 64
     (sh, sw), (dh, dw) = spec["stride"], spec["dilation"]
+    taps, cols = c_in * kh * kw, 127 * sw + (kw - 1) * dw + 1
     rows = 8 // (chunk // 16)  # as kf::SmallFilterTile
-    patch = c_in * ((rows - 1) * sh + (kh - 1) * dh + 1) * (127 * sw + (kw - 1) * dw + 1)
-    if (c_in * kh * kw * (chunk + 4) + patch) * 4 > SMALL_FILTER_MAX_SMEM:
-        return None
-    return SmallFilter(c_in, (kh, kw), (sh, sw), (dh, dw), chunk)
+    ffma_smem = (taps * (chunk + 4) + c_in * ((rows - 1) * sh + (kh - 1) * dh + 1) * cols) * 4
+    steps, planes = -(-taps // 8), c_in + (taps % 8 != 0)  # as kf::SmallFilterTcTile (2 rows, the zero plane)
+    tc_smem = (steps * (chunk // 16) * 256 + planes * (sh + (kh - 1) * dh + 1) * cols + steps * 8) * 4
+    if SMALL_FILTER_TENSOR_CORES and tc_smem <= SMALL_FILTER_MAX_SMEM:
+        return SmallFilter(c_in, (kh, kw), (sh, sw), (dh, dw), chunk, tensor_cores=True)
+    if ffma_smem <= SMALL_FILTER_MAX_SMEM:
+        return SmallFilter(c_in, (kh, kw), (sh, sw), (dh, dw), chunk, tensor_cores=False)
+    return None
 
 
 def is_depthwise_2d(node: torch.fx.Node, spec: dict) -> bool:
@@ -816,19 +825,175 @@ conv2d_small_filter(const float* __restrict__ x, const float* __restrict__ w, co
     }
 }
 
-// Runs the small-filter kernel when the geometry is the one it was instantiated for (the model's filter); false
-// otherwise (the caller runs the general kernel).
+// The small-filter convolution on tensor cores, 3xTF32 (fp32-faithful: see split_tf32): the same block tile as
+// conv2d_small_filter (the filter chunk and the input patch in shared memory) as an implicit GEMM with M = the
+// CB channels, N = ROWS x 128 output pixels, K = (input channel, ky, kx) padded to a multiple of 8. Each of the 8
+// warps computes CB channels x 32 columns of one row as (CB / 16) x 4 m16n8k8 tiles. The filter is staged once per
+// block already split into TF32 pairs and laid out in fragment order (one conflict-free LDS.128 per fragment); the
+// input value of each fragment slot is read through a per-K offset table and split as it leaves shared memory.
+// Blocks are persistent (grid ~ 2 per SM), so the filter is staged once per block, not once per tile. K slots past
+// the filter read a zero plane of the patch (their weights are zero too; the zero keeps inf inputs from giving NaN).
+template <int CIN, int KH, int KW, int SH, int SW, int DH, int DW, int CB>
+struct SmallFilterTcTile {
+    static constexpr int THREADS = 256, ROWS = 2, TW = 128;   // block tile: ROWS x TW outputs x CB channels
+    static constexpr int MT = CB / 16, NT = 4;                 // per warp: MT channel tiles x NT column tiles of 8
+    static constexpr int TAPS = CIN * KH * KW, STEPS = (TAPS + 7) / 8;
+    static constexpr int IN_ROWS = (ROWS - 1) * SH + (KH - 1) * DH + 1;
+    static constexpr int IN_COLS = (TW - 1) * SW + (KW - 1) * DW + 1;
+    static constexpr int PLANES = CIN + (TAPS % 8 != 0);      // + the zero plane the K padding reads
+    static constexpr int PATCH = PLANES * IN_ROWS * IN_COLS;
+    static constexpr int FILTER = STEPS * MT * 2 * 32 * 4;     // [step][mt][big, small][lane][a0..a3] TF32 words
+    static constexpr int SMEM_BYTES = (FILTER + PATCH + STEPS * 8) * 4;
+};
+
 template <int CIN, int KH, int KW, int SH, int SW, int DH, int DW, int CB, class Epilogue>
+__global__ void __launch_bounds__(256, 2)
+conv2d_small_filter_tc(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g, const Epilogue epi,
+                       float* __restrict__ out, int col_tiles, int row_tiles, int chunks) {
+    using T = SmallFilterTcTile<CIN, KH, KW, SH, SW, DH, DW, CB>;
+    extern __shared__ __align__(16) float smem[];
+    uint32_t* filter = reinterpret_cast<uint32_t*>(smem);
+    float* xs = smem + T::FILTER;                                  // [plane][IN_ROWS][IN_COLS]
+    int* k_offset = reinterpret_cast<int*>(xs + T::PATCH);         // K slot -> offset of its tap in the patch
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+    const int row = warp / 4, col0 = (warp % 4) * 32;              // the warp's output row and first column
+    const int cout = (int)g.out_channels, h_in = g.in_size[1], w_in = g.in_size[2];
+    const int h_out = g.out_size[1], w_out = g.out_size[2];
+    const bool pairs = w_out % 2 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0;  // float2 stores line up
+
+    for (int k = threadIdx.x; k < T::STEPS * 8; k += T::THREADS) {
+        const int ci = k / (KH * KW), ky = k / KW % KH, kx = k % KW;
+        k_offset[k] = k < T::TAPS ? (ci * T::IN_ROWS + ky * DH) * T::IN_COLS + kx * DW
+                                  : CIN * T::IN_ROWS * T::IN_COLS;  // the zero plane
+    }
+    const unsigned tiles = (unsigned)col_tiles * (unsigned)row_tiles * (unsigned)chunks * (unsigned)g.batch;
+    int staged = -1;                                               // the channel chunk whose filter is in `filter`
+    for (unsigned tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        unsigned b = tile;                                         // -> (image, channel chunk, row tile, column tile)
+        const int ct = (int)(b % (unsigned)col_tiles); b /= (unsigned)col_tiles;
+        const int rt = (int)(b % (unsigned)row_tiles); b /= (unsigned)row_tiles;
+        const int chunk = (int)(b % (unsigned)chunks);
+        const int64_t n = b / (unsigned)chunks;
+        const int c0 = chunk * CB;
+        __syncthreads();                                           // the previous tile's reads of shared memory
+        if (chunk != staged) {                                     // fragment slot e -> (step, mt, lane, register)
+            const float* wc = w + (int64_t)c0 * T::TAPS;
+            for (int e = threadIdx.x; e < T::STEPS * T::MT * 32 * 4; e += T::THREADS) {
+                const int r = e & 3, l = (e >> 2) & 31, tile_k = e >> 7;  // tile_k = step * MT + mt
+                const int c = (tile_k % T::MT) * 16 + (l >> 2) + (r & 1) * 8;
+                const int k = (tile_k / T::MT) * 8 + (l & 3) + (r >> 1) * 4;
+                const float v = k < T::TAPS && c0 + c < cout ? __ldg(wc + c * T::TAPS + k) : 0.0f;
+                uint32_t big, small;
+                split_tf32(v, big, small);
+                filter[((tile_k * 2) * 32 + l) * 4 + r] = big;
+                filter[((tile_k * 2 + 1) * 32 + l) * 4 + r] = small;
+            }
+            staged = chunk;
+        }
+        // the input patch: all channels, the tile's rows with their halo, zero outside the image and in the zero
+        // plane. A warp copies whole rows (coalesced), so a thread keeps one row offset per row it copies, not one
+        // offset per element (those, invariant across tiles, did not fit the registers beside the accumulators).
+        const int iy0 = rt * T::ROWS * SH - g.padding[1], ix0 = ct * T::TW * SW - g.padding[2];
+        const float* xn = x + n * CIN * g.in_plane;
+        constexpr int LINES = T::PLANES * T::IN_ROWS, COLUMN_STEPS = (T::IN_COLS + 31) / 32;
+        #pragma unroll
+        for (int line = warp; line < LINES; line += 8) {
+            const int ci = line / T::IN_ROWS, iy = iy0 + line % T::IN_ROWS;
+            const bool row_inside = ci < CIN && (unsigned)iy < (unsigned)h_in;
+            const float* src = xn + (row_inside ? ci * g.in_plane + iy * w_in : 0);
+            float v[COLUMN_STEPS];
+            #pragma unroll
+            for (int j = 0; j < COLUMN_STEPS; ++j) {
+                const int ix = ix0 + lane + 32 * j;
+                v[j] = row_inside && (unsigned)ix < (unsigned)w_in ? __ldg(src + ix) : 0.0f;
+            }
+            #pragma unroll
+            for (int j = 0; j < COLUMN_STEPS; ++j)
+                if (lane + 32 * j < T::IN_COLS) xs[line * T::IN_COLS + lane + 32 * j] = v[j];
+        }
+        __syncthreads();
+
+        float acc[T::MT][T::NT][4];
+        #pragma unroll
+        for (int i = 0; i < T::MT; ++i)
+            #pragma unroll
+            for (int j = 0; j < T::NT; ++j)
+                #pragma unroll
+                for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+        const float* xw = xs + row * SH * T::IN_COLS + (col0 + gq) * SW;  // this lane's pixel column of tile 0
+        const uint4* fw = reinterpret_cast<const uint4*>(filter) + lane;
+        #pragma unroll
+        for (int step = 0; step < T::STEPS; ++step) {
+            const int o0 = k_offset[step * 8 + tq], o1 = k_offset[step * 8 + tq + 4];
+            uint32_t b_big[T::NT][2], b_small[T::NT][2];
+            #pragma unroll
+            for (int j = 0; j < T::NT; ++j) {
+                split_tf32(xw[o0 + j * 8 * SW], b_big[j][0], b_small[j][0]);
+                split_tf32(xw[o1 + j * 8 * SW], b_big[j][1], b_small[j][1]);
+            }
+            #pragma unroll
+            for (int i = 0; i < T::MT; ++i) {
+                const uint4 big = fw[((step * T::MT + i) * 2) * 32], small = fw[((step * T::MT + i) * 2 + 1) * 32];
+                const uint32_t a_big[4] = {big.x, big.y, big.z, big.w}, a_small[4] = {small.x, small.y, small.z, small.w};
+                #pragma unroll
+                for (int j = 0; j < T::NT; ++j) {  // the small products first: they are the ones rounding can lose
+                    mma_tf32(acc[i][j], a_small, b_big[j]);
+                    mma_tf32(acc[i][j], a_big, b_small[j]);
+                    mma_tf32(acc[i][j], a_big, b_big[j]);
+                }
+            }
+        }
+
+        // fragment (i, j): channels c0 + 16i + gq (+8), columns 2tq, 2tq + 1 of column tile j
+        const int oy = rt * T::ROWS + row;
+        if (oy >= h_out) continue;
+        const int s_row = oy * w_out;
+        #pragma unroll
+        for (int i = 0; i < T::MT; ++i)
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int co = c0 + i * 16 + gq + h * 8;
+                if (co >= cout) continue;
+                float* dst = out + (n * cout + co) * g.out_plane + s_row;
+                #pragma unroll
+                for (int j = 0; j < T::NT; ++j) {
+                    const int ox = ct * T::TW + col0 + j * 8 + 2 * tq;
+                    if (ox + 1 < w_out) {
+                        const float v0 = epi(acc[i][j][2 * h], n, co, s_row + ox, g);
+                        const float v1 = epi(acc[i][j][2 * h + 1], n, co, s_row + ox + 1, g);
+                        if (pairs) {
+                            *reinterpret_cast<float2*>(dst + ox) = make_float2(v0, v1);
+                        } else {
+                            dst[ox] = v0;
+                            dst[ox + 1] = v1;
+                        }
+                    } else if (ox < w_out) {
+                        dst[ox] = epi(acc[i][j][2 * h], n, co, s_row + ox, g);
+                    }
+                }
+            }
+    }
+}
+
+// Runs the small-filter kernel (TENSOR_CORES: the 3xTF32 one) when the geometry is the one it was instantiated for
+// (the model's filter); false otherwise (the caller runs the general kernel).
+template <int CIN, int KH, int KW, int SH, int SW, int DH, int DW, int CB, bool TENSOR_CORES, class Epilogue>
 static bool conv2d_small_filter_forward(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out,
-                                 cudaStream_t stream) {
-    using T = SmallFilterTile<CIN, KH, KW, SH, SW, DH, DW, CB>;
+                                 int sms, cudaStream_t stream) {
+    using T = std::conditional_t<TENSOR_CORES, SmallFilterTcTile<CIN, KH, KW, SH, SW, DH, DW, CB>,
+                                 SmallFilterTile<CIN, KH, KW, SH, SW, DH, DW, CB>>;
     if (g.groups != 1 || g.in_channels != CIN || g.in_size[0] != 1 || g.kernel[0] != 1 || g.kernel[1] != KH
         || g.kernel[2] != KW || g.stride[1] != SH || g.stride[2] != SW || g.dilation[1] != DH || g.dilation[2] != DW)
         return false;
     const int64_t col_tiles = (g.out_size[2] + T::TW - 1) / T::TW, row_tiles = (g.out_size[1] + T::ROWS - 1) / T::ROWS;
-    const int64_t chunks = (g.out_channels + CB - 1) / CB, blocks = g.batch * chunks * row_tiles * col_tiles;
-    if (blocks > INT32_MAX) return false;
-    auto kernel = conv2d_small_filter<CIN, KH, KW, SH, SW, DH, DW, CB, Epilogue>;
+    const int64_t chunks = (g.out_channels + CB - 1) / CB, tiles = g.batch * chunks * row_tiles * col_tiles;
+    if (tiles > INT32_MAX) return false;
+    // the tensor-core kernel's blocks are persistent: two per SM (its occupancy), each staging the filter once
+    const int64_t blocks = TENSOR_CORES ? std::min<int64_t>(tiles, 2 * (int64_t)sms) : tiles;
+    const auto kernel = [] {  // (if constexpr: only the chosen kernel is compiled)
+        if constexpr (TENSOR_CORES) return conv2d_small_filter_tc<CIN, KH, KW, SH, SW, DH, DW, CB, Epilogue>;
+        else return conv2d_small_filter<CIN, KH, KW, SH, SW, DH, DW, CB, Epilogue>;
+    }();
     // the shared-memory opt-in is per device; per extension only because this function is static (a local static of
     // a template with external linkage is one object for every kfuse extension in the process)
     static bool configured[256] = {};
@@ -1066,7 +1231,7 @@ def _launcher(kernel: ConvKernel, target: str) -> str:
         call = f"    kf::conv_forward<{transposed}>(x, w, g, epi, out, tf32, sms, stream);\n"
         if kernel.small_filter is not None:  # the model's filter: the direct kernel; another: the general one
             call = (f"    if (kf::conv2d_small_filter_forward<{kernel.small_filter.template_arguments}>"
-                    f"(x, w, g, epi, out, stream)) return;\n" + call)
+                    f"(x, w, g, epi, out, sms, stream)) return;\n" + call)
     else:
         signature = (f"void {kernel.name}_launch(const float* x, const float* w, const kf::ConvGeom& g, "
                      f"const kf::ConvOperand* o, float* out)")

@@ -1,4 +1,5 @@
-"""kfuse's direct small-filter convolution kernel (kf::conv2d_small_filter, kfuse/conv.py) on a GPU. One call:
+"""kfuse's direct small-filter convolution kernels (kf::conv2d_small_filter_tc on 3xTF32 tensor cores, and the FFMA
+kf::conv2d_small_filter; kfuse/conv.py) on a GPU. One call:
 
     cd .wt/conv2 && export PYTHONPATH=$PWD && python scripts/bench/conv_direct.py --out $OUT [--ncu]
 
@@ -7,10 +8,13 @@
    epilogue operands, and a filter too large for the kernel: cuDNN kept), builds them in parallel, and checks each
    against float64: error <= 10x the fp32 reference's (cuDNN with TF32 off), and the same output for an input with
    other strides. The seed is checked at full size too.
+   The seed and level-1 61 are also emitted with the FFMA kernel (kfuse.conv.SMALL_FILTER_TENSOR_CORES off): "_ffma".
 2. Times the seed with CUDA events, L2 flushed (the judge's time_one_call), median of 30: kfuse's ModelNew, eager,
    torch.compile default (PyTorch's default math, as the judge runs them: cuDNN may use TF32), and cuDNN's
    convolution alone (module with bias) with TF32 off and on.
-3. Writes OUT/conv-direct.json and prints a table. --ncu: ncu on the seed's kernel, achieved FLOP/s.
+   Both kernels of the seed and of level-1 61 are timed (the FFMA one as kfuse_ffma_ms).
+3. Writes OUT/conv-direct.json and prints a table. --ncu: ncu on the seed's tensor-core kernel: time, tensor-pipe
+   utilisation, achieved FLOP/s (2 * 8 * 126 * 126 * 128 * 64 * 72 useful FLOPs over the kernel's time).
 One failing variant prints its error and the rest go on.
 """
 
@@ -33,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+import kfuse.conv  # noqa: E402
 from kfuse.optimize import optimize  # noqa: E402
 
 SEED = ROOT / "suite/level2/30_conv2d_div_leaky_relu.py"
@@ -129,6 +134,9 @@ def time_ms(fn, reps: int = 30) -> float:
     return times[len(times) // 2]
 
 
+SEED_FLOPS = 2 * 8 * 126 * 126 * 128 * 64 * 72  # the seed convolution's multiply-adds x 2
+
+
 def ncu_child(candidate: Path) -> None:
     """Runs the seed's ModelNew twice (what ncu profiles)."""
     ns, ref, new = models(SEED, candidate)
@@ -140,10 +148,11 @@ def ncu_child(candidate: Path) -> None:
 
 
 def run_ncu(candidate: Path) -> dict:
-    metrics = ["gpu__time_duration.sum", "sm__sass_thread_inst_executed_op_ffma_pred_on.sum",
+    metrics = ["gpu__time_duration.sum", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
                "sm__throughput.avg.pct_of_peak_sustained_elapsed", "dram__bytes.sum",
-               "sm__warps_active.avg.pct_of_peak_sustained_active", "launch__registers_per_thread"]
-    cmd = ["ncu", "--kernel-name", "regex:conv2d_small_filter", "--launch-count", "1", "--launch-skip", "1",
+               "sm__warps_active.avg.pct_of_peak_sustained_active", "launch__registers_per_thread",
+               "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum", "smsp__inst_executed.sum"]
+    cmd = ["ncu", "--kernel-name", "regex:conv2d_small_filter_tc", "--launch-count", "1", "--launch-skip", "1",
            "--metrics", ",".join(metrics), "--csv", sys.executable, __file__, "--ncu-child", str(candidate)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
     values = {}
@@ -158,8 +167,7 @@ def run_ncu(candidate: Path) -> dict:
     seconds = float(values["gpu__time_duration.sum"][0].replace(",", "")) * {"ns": 1e-9, "us": 1e-6, "usecond": 1e-6,
                                                                             "nsecond": 1e-9, "msecond": 1e-3,
                                                                             "ms": 1e-3}.get(values["gpu__time_duration.sum"][1], 1e-9)
-    ffma = float(values["sm__sass_thread_inst_executed_op_ffma_pred_on.sum"][0].replace(",", ""))
-    result.update(kernel_ms=seconds * 1e3, tflops=2 * ffma / seconds / 1e12)
+    result.update(kernel_ms=seconds * 1e3, tflops=SEED_FLOPS / seconds / 1e12)
     return result
 
 
@@ -183,15 +191,19 @@ def main() -> int:
         path.write_text(PROBLEM.format(ctor=ctor, epilogue=epilogue, more=more,
                                        inputs=", ".join(f"torch.rand{s}" for s in shapes)))
         problems[name] = path
+    problems.update({f"{name}_ffma": problems[name] for name in ("seed", *ALSO)})
     rows, emitted = [], {}
     for name, path in problems.items():
         try:
+            kfuse.conv.SMALL_FILTER_TENSOR_CORES = not name.endswith("_ffma")
             result = optimize(path, work / f"{name}_new.py", "cuda")
             emitted[name] = result.path
-            direct = "conv2d_small_filter_forward<" in result.path.read_text()
+            text = result.path.read_text()
+            direct = "conv2d_small_filter_forward<" in text
             expected = SMALL[name][3] if name in SMALL else True
             rows.append({"problem": name, "kernels": [k["name"] for k in result.kernels],
-                         "library_calls": result.library_calls, "direct": direct, "direct_expected": expected})
+                         "library_calls": result.library_calls, "direct": direct, "direct_expected": expected,
+                         "tensor_cores": direct and ", true>(x, w, g, epi, out" in text})
         except Exception:  # noqa: BLE001  (a bench script: report, go on)
             print(f"OPTIMIZE FAILED {name}\n{traceback.format_exc()[-1500:]}", flush=True)
             rows.append({"problem": name, "ok": False, "error": "optimize failed"})
@@ -213,7 +225,7 @@ def main() -> int:
             by_name[name].update(ok=False, error="check failed")
         r = by_name[name]
         print(f"{name:22} {'ok' if r.get('ok') else 'WRONG'} err {r.get('err_new', float('nan')):.2e} "
-              f"(fp32 ref {r.get('err_ref', float('nan')):.2e}) direct={r['direct']} {r['kernels']} "
+              f"(fp32 ref {r.get('err_ref', float('nan')):.2e}) direct={r['direct']} tc={r['tensor_cores']} {r['kernels']} "
               f"lib={r['library_calls']}", flush=True)
         torch.cuda.empty_cache()
     (args.out / "conv-direct.json").write_text(json.dumps({"rows": rows}, indent=1))
@@ -233,6 +245,9 @@ def main() -> int:
                 torch.backends.cudnn.allow_tf32 = True
                 timing["cudnn_conv_tf32_allowed_ms"] = time_ms(lambda: conv(inputs[0]))
                 timing["kfuse_again_ms"] = time_ms(lambda: new(*inputs))
+                if "seed_ffma" in emitted:
+                    ffma = models(SEED, emitted["seed_ffma"])[2]
+                    timing["kfuse_ffma_ms"] = time_ms(lambda: ffma(*inputs))
             print(f"timed kfuse/eager/cuDNN at {time.time() - began:.0f} s", flush=True)
             (args.out / "conv-direct.json").write_text(json.dumps({"rows": rows, "seed_timing": timing}, indent=1))
             compiled = torch.compile(ref)
@@ -249,6 +264,9 @@ def main() -> int:
             with torch.no_grad():
                 timing[f"{name}:kfuse_ms"] = time_ms(lambda: new(*inputs))
                 timing[f"{name}:eager_ms"] = time_ms(lambda: ref(*inputs))
+                if f"{name}_ffma" in emitted:
+                    ffma = models(ALSO[name], emitted[f"{name}_ffma"])[2]
+                    timing[f"{name}:kfuse_ffma_ms"] = time_ms(lambda: ffma(*inputs))
             torch.cuda.empty_cache()
         except Exception:  # noqa: BLE001
             print(f"TIMING FAILED {name}\n{traceback.format_exc()[-1500:]}", flush=True)
@@ -265,7 +283,7 @@ def main() -> int:
 
     print(f"\n{gpu}, torch {torch.__version__}, seed Conv2d(8->64, k3) /2 LeakyReLU, x (128, 8, 128, 128); "
           f"median ms of 30, L2 flushed")
-    for key in ("kfuse_ms", "kfuse_again_ms", "eager_ms", "compile_default_ms", "cudnn_conv_fp32_ms",
+    for key in ("kfuse_ms", "kfuse_again_ms", "kfuse_ffma_ms", "eager_ms", "compile_default_ms", "cudnn_conv_fp32_ms",
                 "cudnn_conv_tf32_allowed_ms"):
         if key in timing:
             extra = f"  ({timing[key] / timing['compile_default_ms']:.2f}x compile)" \
@@ -273,8 +291,8 @@ def main() -> int:
             print(f"  {key:28} {timing[key]:8.3f}{extra}")
     for name in ALSO:
         if f"{name}:kfuse_ms" in timing:
-            print(f"  {name}: kfuse {timing[f'{name}:kfuse_ms']:.3f} eager {timing[f'{name}:eager_ms']:.3f} "
-                  f"(before: kfuse igemm 7.03, eager 3.48 in results/conv-kernels-*.md)")
+            print(f"  {name}: kfuse {timing[f'{name}:kfuse_ms']:.3f} ffma {timing.get(f'{name}:kfuse_ffma_ms', 0):.3f} "
+                  f"eager {timing[f'{name}:eager_ms']:.3f}")
     if "ncu" in timing:
         print(f"  ncu: {json.dumps({k: v for k, v in timing['ncu'].items() if k != 'raw'})}")
         print(f"  ncu raw: {timing['ncu'].get('raw')}")
