@@ -201,6 +201,7 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str) -
 SMALL_FILTER_MAX_TAPS = 160            # C_in * kh * kw (the seed: 8 * 3 * 3 = 72)
 SMALL_FILTER_MIN_OUT_CHANNELS = 16     # fewer: most lanes of a 16-channel warp would compute nothing
 SMALL_FILTER_MAX_SMEM = 100 * 1024
+SMALL_FILTER_TC_MAX_SMEM = 112 * 1024  # = kf::SMALL_FILTER_TC_MAX_SMEM: two blocks in an H100 SM's 228 KB
 # The 3xTF32 tensor-core kernel (kf::conv2d_small_filter_tc) where its shared memory fits; False: FFMA everywhere.
 SMALL_FILTER_TENSOR_CORES = True
 
@@ -228,8 +229,8 @@ def small_filter_tile(node: torch.fx.Node, spec: dict) -> SmallFilter | None:
     rows = 8 // (chunk // 16)  # as kf::SmallFilterTile
     ffma_smem = (taps * (chunk + 4) + c_in * ((rows - 1) * sh + (kh - 1) * dh + 1) * cols) * 4
     steps, planes = -(-taps // 8), c_in + (taps % 8 != 0)  # as kf::SmallFilterTcTile (2 rows, the zero plane)
-    tc_smem = (steps * (chunk // 16) * 256 + planes * (sh + (kh - 1) * dh + 1) * cols + steps * 8) * 4
-    if SMALL_FILTER_TENSOR_CORES and tc_smem <= SMALL_FILTER_MAX_SMEM:
+    tc_smem = (steps * (chunk // 16) * 256 + steps * 8 + planes * (sh + (kh - 1) * dh + 1) * cols) * 4  # 1 buffer
+    if SMALL_FILTER_TENSOR_CORES and tc_smem <= SMALL_FILTER_TC_MAX_SMEM:
         return SmallFilter(c_in, (kh, kw), (sh, sw), (dh, dw), chunk, tensor_cores=True)
     if ffma_smem <= SMALL_FILTER_MAX_SMEM:
         return SmallFilter(c_in, (kh, kw), (sh, sw), (dh, dw), chunk, tensor_cores=False)
@@ -831,8 +832,34 @@ conv2d_small_filter(const float* __restrict__ x, const float* __restrict__ w, co
 // warps computes CB channels x 32 columns of one row as (CB / 16) x 4 m16n8k8 tiles. The filter is staged once per
 // block already split into TF32 pairs and laid out in fragment order (one conflict-free LDS.128 per fragment); the
 // input value of each fragment slot is read through a per-K offset table and split as it leaves shared memory.
-// Blocks are persistent (grid ~ 2 per SM), so the filter is staged once per block, not once per tile. K slots past
-// the filter read a zero plane of the patch (their weights are zero too; the zero keeps inf inputs from giving NaN).
+// Blocks are persistent (two per SM), so the filter is staged once per block, and the next tile's patch is copied
+// (cp.async) into a second buffer while this tile's MMAs run, when two patches fit (BUFFERS). K slots past the
+// filter read a zero plane of the patch (their weights are zero too; the zero keeps inf inputs from giving NaN).
+constexpr int SMALL_FILTER_TC_MAX_SMEM = 112 * 1024;  // per block: two blocks per SM (kfuse.conv mirrors it)
+
+// Whether a patch with these row and plane pitches (floats) serves every B-fragment read of conv2d_small_filter_tc
+// without a bank conflict: the read of K slots k0..k0+3 (lane quad index) at 8 columns (lane / 4) hits each bank
+// with one word at most (lanes reading the same word share it).
+template <int CIN, int KH, int KW, int SW, int DH, int DW>
+constexpr bool conflict_free_patch(int row_pitch, int plane_pitch) {
+    constexpr int TAPS = CIN * KH * KW;
+    for (int k0 = 0; k0 < TAPS; k0 += 4) {
+        int word[32] = {};
+        bool used[32] = {};
+        for (int k = k0; k < k0 + 4; ++k) {
+            const int offset = k < TAPS ? k / (KH * KW) * plane_pitch + k / KW % KH * DH * row_pitch + k % KW * DW
+                                        : CIN * plane_pitch;  // the zero plane
+            for (int column = 0; column < 8; ++column) {
+                const int address = offset + column * SW, bank = address % 32;
+                if (used[bank] && word[bank] != address) return false;
+                used[bank] = true;
+                word[bank] = address;
+            }
+        }
+    }
+    return true;
+}
+
 template <int CIN, int KH, int KW, int SH, int SW, int DH, int DW, int CB>
 struct SmallFilterTcTile {
     static constexpr int THREADS = 256, ROWS = 2, TW = 128;   // block tile: ROWS x TW outputs x CB channels
@@ -841,9 +868,40 @@ struct SmallFilterTcTile {
     static constexpr int IN_ROWS = (ROWS - 1) * SH + (KH - 1) * DH + 1;
     static constexpr int IN_COLS = (TW - 1) * SW + (KW - 1) * DW + 1;
     static constexpr int PLANES = CIN + (TAPS % 8 != 0);      // + the zero plane the K padding reads
-    static constexpr int PATCH = PLANES * IN_ROWS * IN_COLS;
     static constexpr int FILTER = STEPS * MT * 2 * 32 * 4;     // [step][mt][big, small][lane][a0..a3] TF32 words
-    static constexpr int SMEM_BYTES = (FILTER + PATCH + STEPS * 8) * 4;
+    static constexpr int BYTES(int buffers, int plane_pitch) { return (FILTER + STEPS * 8 + buffers * PLANES * plane_pitch) * 4; }
+    // two patches when they fit unpadded (the next tile's copy overlaps this tile's MMAs); kfuse.conv checks one fits
+    static constexpr int BUFFERS = BYTES(2, IN_ROWS * IN_COLS) <= SMALL_FILTER_TC_MAX_SMEM ? 2 : 1;
+    // the smallest conflict-free pitches that fit (searched at compile time), else the unpadded ones
+    static constexpr int PITCHES = [] {  // row pitch * 65536 + plane pitch
+        for (int row = IN_COLS; row < IN_COLS + 32; ++row)
+            for (int plane = IN_ROWS * row; plane < IN_ROWS * row + 32; ++plane)
+                if (BYTES(BUFFERS, plane) <= SMALL_FILTER_TC_MAX_SMEM
+                    && conflict_free_patch<CIN, KH, KW, SW, DH, DW>(row, plane))
+                    return row * 65536 + plane;
+        return IN_COLS * 65536 + IN_ROWS * IN_COLS;
+    }();
+    static constexpr int ROW_PITCH = PITCHES / 65536, PLANE_PITCH = PITCHES % 65536;
+    static constexpr int PATCH = PLANES * PLANE_PITCH;
+    static constexpr int SMEM_BYTES = BYTES(BUFFERS, PLANE_PITCH);
+};
+
+// 4 bytes global -> shared, asynchronously; zero-filled when !inside (src is then not read)
+__device__ __forceinline__ void conv_copy_async(float* dst, const float* src, bool inside) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "r"(inside ? 4 : 0));
+}
+
+// A tile of the small-filter kernels' grid: (image, channel chunk, row tile, column tile).
+struct SmallFilterTileIndex {
+    int64_t n;
+    int chunk, rt, ct;
+    __device__ __forceinline__ SmallFilterTileIndex(unsigned b, int col_tiles, int row_tiles, int chunks) {
+        ct = (int)(b % (unsigned)col_tiles); b /= (unsigned)col_tiles;
+        rt = (int)(b % (unsigned)row_tiles); b /= (unsigned)row_tiles;
+        chunk = (int)(b % (unsigned)chunks);
+        n = b / (unsigned)chunks;
+    }
 };
 
 template <int CIN, int KH, int KW, int SH, int SW, int DH, int DW, int CB, class Epilogue>
@@ -853,30 +911,49 @@ conv2d_small_filter_tc(const float* __restrict__ x, const float* __restrict__ w,
     using T = SmallFilterTcTile<CIN, KH, KW, SH, SW, DH, DW, CB>;
     extern __shared__ __align__(16) float smem[];
     uint32_t* filter = reinterpret_cast<uint32_t*>(smem);
-    float* xs = smem + T::FILTER;                                  // [plane][IN_ROWS][IN_COLS]
-    int* k_offset = reinterpret_cast<int*>(xs + T::PATCH);         // K slot -> offset of its tap in the patch
+    int* k_offset = reinterpret_cast<int*>(smem + T::FILTER);      // K slot -> its tap in a patch
+    float* patches = smem + T::FILTER + T::STEPS * 8;              // BUFFERS x [plane][IN_ROWS][IN_COLS], pitched
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
     const int row = warp / 4, col0 = (warp % 4) * 32;              // the warp's output row and first column
-    const int cout = (int)g.out_channels, h_in = g.in_size[1], w_in = g.in_size[2];
-    const int h_out = g.out_size[1], w_out = g.out_size[2];
+    const int cout = (int)g.out_channels, h_out = g.out_size[1], w_out = g.out_size[2];
     const bool pairs = w_out % 2 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0;  // float2 stores line up
 
+    // A tile's input patch (all channels, its rows with their halo; zero outside the image and in the zero plane),
+    // copied asynchronously. A warp copies whole rows (coalesced), one row offset per row a thread copies.
+    const auto copy_patch = [&](float* xs, unsigned tile) {
+        const SmallFilterTileIndex t(tile, col_tiles, row_tiles, chunks);
+        const int iy0 = t.rt * T::ROWS * SH - g.padding[1], ix0 = t.ct * T::TW * SW - g.padding[2];
+        const float* xn = x + t.n * CIN * g.in_plane;
+        constexpr int LINES = T::PLANES * T::IN_ROWS;
+        #pragma unroll
+        for (int line = warp; line < LINES; line += 8) {
+            const int ci = line / T::IN_ROWS, r = line % T::IN_ROWS, iy = iy0 + r;
+            const bool row_inside = ci < CIN && (unsigned)iy < (unsigned)g.in_size[1];
+            const float* src = xn + (row_inside ? ci * g.in_plane + iy * g.in_size[2] : 0);
+            #pragma unroll
+            for (int col = lane; col < T::IN_COLS; col += 32) {
+                const int ix = ix0 + col;
+                const bool inside = row_inside && (unsigned)ix < (unsigned)g.in_size[2];
+                conv_copy_async(xs + ci * T::PLANE_PITCH + r * T::ROW_PITCH + col, inside ? src + ix : x, inside);
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+
+    const unsigned tiles = (unsigned)col_tiles * (unsigned)row_tiles * (unsigned)chunks * (unsigned)g.batch;
+    if (blockIdx.x < tiles) copy_patch(patches, blockIdx.x);
     for (int k = threadIdx.x; k < T::STEPS * 8; k += T::THREADS) {
         const int ci = k / (KH * KW), ky = k / KW % KH, kx = k % KW;
-        k_offset[k] = k < T::TAPS ? (ci * T::IN_ROWS + ky * DH) * T::IN_COLS + kx * DW
-                                  : CIN * T::IN_ROWS * T::IN_COLS;  // the zero plane
+        k_offset[k] = k < T::TAPS ? ci * T::PLANE_PITCH + ky * DH * T::ROW_PITCH + kx * DW
+                                  : CIN * T::PLANE_PITCH;  // the zero plane
     }
-    const unsigned tiles = (unsigned)col_tiles * (unsigned)row_tiles * (unsigned)chunks * (unsigned)g.batch;
     int staged = -1;                                               // the channel chunk whose filter is in `filter`
-    for (unsigned tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        unsigned b = tile;                                         // -> (image, channel chunk, row tile, column tile)
-        const int ct = (int)(b % (unsigned)col_tiles); b /= (unsigned)col_tiles;
-        const int rt = (int)(b % (unsigned)row_tiles); b /= (unsigned)row_tiles;
-        const int chunk = (int)(b % (unsigned)chunks);
-        const int64_t n = b / (unsigned)chunks;
-        const int c0 = chunk * CB;
-        __syncthreads();                                           // the previous tile's reads of shared memory
-        if (chunk != staged) {                                     // fragment slot e -> (step, mt, lane, register)
+    int buffer = 0;
+    for (unsigned tile = blockIdx.x; tile < tiles; tile += gridDim.x, buffer ^= T::BUFFERS - 1) {
+        const SmallFilterTileIndex t(tile, col_tiles, row_tiles, chunks);
+        const int c0 = t.chunk * CB;
+        if (t.chunk != staged) {                                   // fragment slot e -> (step, mt, lane, register)
+            __syncthreads();                                       // (the previous tile's MMAs read the filter)
             const float* wc = w + (int64_t)c0 * T::TAPS;
             for (int e = threadIdx.x; e < T::STEPS * T::MT * 32 * 4; e += T::THREADS) {
                 const int r = e & 3, l = (e >> 2) & 31, tile_k = e >> 7;  // tile_k = step * MT + mt
@@ -888,30 +965,12 @@ conv2d_small_filter_tc(const float* __restrict__ x, const float* __restrict__ w,
                 filter[((tile_k * 2) * 32 + l) * 4 + r] = big;
                 filter[((tile_k * 2 + 1) * 32 + l) * 4 + r] = small;
             }
-            staged = chunk;
+            staged = t.chunk;
         }
-        // the input patch: all channels, the tile's rows with their halo, zero outside the image and in the zero
-        // plane. A warp copies whole rows (coalesced), so a thread keeps one row offset per row it copies, not one
-        // offset per element (those, invariant across tiles, did not fit the registers beside the accumulators).
-        const int iy0 = rt * T::ROWS * SH - g.padding[1], ix0 = ct * T::TW * SW - g.padding[2];
-        const float* xn = x + n * CIN * g.in_plane;
-        constexpr int LINES = T::PLANES * T::IN_ROWS, COLUMN_STEPS = (T::IN_COLS + 31) / 32;
-        #pragma unroll
-        for (int line = warp; line < LINES; line += 8) {
-            const int ci = line / T::IN_ROWS, iy = iy0 + line % T::IN_ROWS;
-            const bool row_inside = ci < CIN && (unsigned)iy < (unsigned)h_in;
-            const float* src = xn + (row_inside ? ci * g.in_plane + iy * w_in : 0);
-            float v[COLUMN_STEPS];
-            #pragma unroll
-            for (int j = 0; j < COLUMN_STEPS; ++j) {
-                const int ix = ix0 + lane + 32 * j;
-                v[j] = row_inside && (unsigned)ix < (unsigned)w_in ? __ldg(src + ix) : 0.0f;
-            }
-            #pragma unroll
-            for (int j = 0; j < COLUMN_STEPS; ++j)
-                if (lane + 32 * j < T::IN_COLS) xs[line * T::IN_COLS + lane + 32 * j] = v[j];
-        }
-        __syncthreads();
+        asm volatile("cp.async.wait_all;\n" ::);
+        __syncthreads();                                           // this tile's patch (and the filter) landed
+        const unsigned next = tile + gridDim.x;
+        if (T::BUFFERS == 2 && next < tiles) copy_patch(patches + (buffer ^ 1) * T::PATCH, next);
 
         float acc[T::MT][T::NT][4];
         #pragma unroll
@@ -920,7 +979,7 @@ conv2d_small_filter_tc(const float* __restrict__ x, const float* __restrict__ w,
             for (int j = 0; j < T::NT; ++j)
                 #pragma unroll
                 for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
-        const float* xw = xs + row * SH * T::IN_COLS + (col0 + gq) * SW;  // this lane's pixel column of tile 0
+        const float* xw = patches + buffer * T::PATCH + row * SH * T::ROW_PITCH + (col0 + gq) * SW;  // this lane's column
         const uint4* fw = reinterpret_cast<const uint4*>(filter) + lane;
         #pragma unroll
         for (int step = 0; step < T::STEPS; ++step) {
@@ -943,9 +1002,13 @@ conv2d_small_filter_tc(const float* __restrict__ x, const float* __restrict__ w,
                 }
             }
         }
+        if (T::BUFFERS == 1 && next < tiles) {                     // one buffer: refilled once every warp is done
+            __syncthreads();
+            copy_patch(patches, next);
+        }
 
         // fragment (i, j): channels c0 + 16i + gq (+8), columns 2tq, 2tq + 1 of column tile j
-        const int oy = rt * T::ROWS + row;
+        const int oy = t.rt * T::ROWS + row;
         if (oy >= h_out) continue;
         const int s_row = oy * w_out;
         #pragma unroll
@@ -954,13 +1017,13 @@ conv2d_small_filter_tc(const float* __restrict__ x, const float* __restrict__ w,
             for (int h = 0; h < 2; ++h) {
                 const int co = c0 + i * 16 + gq + h * 8;
                 if (co >= cout) continue;
-                float* dst = out + (n * cout + co) * g.out_plane + s_row;
+                float* dst = out + (t.n * cout + co) * g.out_plane + s_row;
                 #pragma unroll
                 for (int j = 0; j < T::NT; ++j) {
-                    const int ox = ct * T::TW + col0 + j * 8 + 2 * tq;
+                    const int ox = t.ct * T::TW + col0 + j * 8 + 2 * tq;
                     if (ox + 1 < w_out) {
-                        const float v0 = epi(acc[i][j][2 * h], n, co, s_row + ox, g);
-                        const float v1 = epi(acc[i][j][2 * h + 1], n, co, s_row + ox + 1, g);
+                        const float v0 = epi(acc[i][j][2 * h], t.n, co, s_row + ox, g);
+                        const float v1 = epi(acc[i][j][2 * h + 1], t.n, co, s_row + ox + 1, g);
                         if (pairs) {
                             *reinterpret_cast<float2*>(dst + ox) = make_float2(v0, v1);
                         } else {
@@ -968,7 +1031,7 @@ conv2d_small_filter_tc(const float* __restrict__ x, const float* __restrict__ w,
                             dst[ox + 1] = v1;
                         }
                     } else if (ox < w_out) {
-                        dst[ox] = epi(acc[i][j][2 * h], n, co, s_row + ox, g);
+                        dst[ox] = epi(acc[i][j][2 * h], t.n, co, s_row + ox, g);
                     }
                 }
             }
