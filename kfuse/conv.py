@@ -370,6 +370,12 @@ inline void conv_operands(const Operand* o, const Shape& shape, int count, int s
         out[k].mode = o[k].step == 0 ? 0 : o[k].step == 1 ? 1 : per_channel ? 2 : 3;
     }
 }
+// What the epilogue's direct reads assume (kfuse.conv.operand_kinds): one value per output channel (or one value
+// in all), and one value in all. (Strides of size-1 dims are 0.)
+inline bool conv_per_channel(const ConvOperand& o) {
+    return o.stride_n == 0 && o.stride_s[0] == 0 && o.stride_s[1] == 0 && o.stride_s[2] == 0;
+}
+inline bool conv_single(const ConvOperand& o) { return conv_per_channel(o) && o.stride_c == 0; }
 }  // namespace kf
 """
 
@@ -569,6 +575,13 @@ conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvG
 __device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(x));
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(x - __uint_as_float(big)));
+}
+// split_tf32 in 7 instructions instead of 9 on sm_90 (cvt.rna.tf32 is emulated there, with a guard for inf/NaN):
+// small is rounded with integer math, (bits + 0x1000) & ~0x1fff (round to nearest, ties away, like cvt.rna), which
+// is exact for finite values. It turns NaN (only when x is inf or NaN) into a zero, but big carries that then.
+__device__ __forceinline__ void split_tf32_fast(float x, uint32_t& big, uint32_t& small) {
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(x));
+    small = (__float_as_uint(x - __uint_as_float(big)) + 0x1000u) & 0xffffe000u;
 }
 __device__ __forceinline__ void mma_tf32(float* c, const uint32_t* a, const uint32_t* b) {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -831,45 +844,61 @@ conv2d_small_filter(const float* __restrict__ x, const float* __restrict__ w, co
 // CB channels, N = ROWS x 128 output pixels, K = (input channel, ky, kx) padded to a multiple of 8. Each of the 8
 // warps computes CB channels x 32 columns of one row as (CB / 16) x 4 m16n8k8 tiles. The filter is staged once per
 // block already split into TF32 pairs and laid out in fragment order (one conflict-free LDS.128 per fragment); the
-// input value of each fragment slot is read through a per-K offset table and split as it leaves shared memory.
+// input value of each fragment slot (SmallFilterK: where it reads) is split as it leaves shared memory.
 // Blocks are persistent (two per SM), so the filter is staged once per block, and the next tile's patch is copied
 // (cp.async) into a second buffer while this tile's MMAs run, when two patches fit (BUFFERS). K slots past the
 // filter read a zero plane of the patch (their weights are zero too; the zero keeps inf inputs from giving NaN).
 constexpr int SMALL_FILTER_TC_MAX_SMEM = 112 * 1024;  // per block: two blocks per SM (kfuse.conv mirrors it)
 
-// Whether a patch with these row and plane pitches (floats) serves every B-fragment read of conv2d_small_filter_tc
-// without a bank conflict: the read of K slots k0..k0+3 (lane quad index) at 8 columns (lane / 4) hits each bank
-// with one word at most (lanes reading the same word share it).
-template <int CIN, int KH, int KW, int SW, int DH, int DW>
-constexpr bool conflict_free_patch(int row_pitch, int plane_pitch) {
-    constexpr int TAPS = CIN * KH * KW;
-    for (int k0 = 0; k0 < TAPS; k0 += 4) {
-        int word[32] = {};
-        bool used[32] = {};
-        for (int k = k0; k < k0 + 4; ++k) {
-            const int offset = k < TAPS ? k / (KH * KW) * plane_pitch + k / KW % KH * DH * row_pitch + k % KW * DW
-                                        : CIN * plane_pitch;  // the zero plane
-            for (int column = 0; column < 8; ++column) {
-                const int address = offset + column * SW, bank = address % 32;
-                if (used[bank] && word[bank] != address) return false;
-                used[bank] = true;
-                word[bank] = address;
-            }
-        }
+// The K order of conv2d_small_filter_tc: K slot k -> (input channel, tap). Channel-major ((ky, kx, ci), ci fastest)
+// when C_in is a multiple of 8: then a step of 8 slots is one tap and 8 channels, so a lane's slot (its quad index
+// tq: channel tq and tq + 4) is a fixed plane offset and each step's tap a compile-time offset, no table. Otherwise
+// (ci, ky, kx), the order of the filter's memory, padded to a multiple of 8 with slots that read the zero plane.
+template <int CIN, int KH, int KW, int DH, int DW>
+struct SmallFilterK {
+    static constexpr int TAPS = CIN * KH * KW;
+    static constexpr bool CHANNEL_MAJOR = CIN % 8 == 0;
+    __host__ __device__ static constexpr int channel(int k) { return CHANNEL_MAJOR ? k % CIN : k / (KH * KW); }
+    __host__ __device__ static constexpr int tap(int k) { return CHANNEL_MAJOR ? k / CIN : k % (KH * KW); }
+    // the filter element of slot k (a row of the (C_out, C_in, kh, kw) weight)
+    __host__ __device__ static constexpr int weight(int k) { return channel(k) * KH * KW + tap(k); }
+    // where slot k reads in a patch with these pitches (floats), from the lane's output column
+    __host__ __device__ static constexpr int offset(int k, int row_pitch, int plane_pitch) {
+        return k < TAPS ? channel(k) * plane_pitch + tap(k) / KW * DH * row_pitch + tap(k) % KW * DW
+                        : CIN * plane_pitch;  // the zero plane
     }
-    return true;
-}
+    // Whether a patch with these pitches serves every B-fragment read without a bank conflict: the read of slots
+    // k0..k0+3 (lane quad index) at 8 columns (lane / 4) hits each bank with one word at most (lanes reading the
+    // same word share it).
+    template <int SW>
+    __host__ __device__ static constexpr bool conflict_free(int row_pitch, int plane_pitch) {
+        for (int k0 = 0; k0 < TAPS; k0 += 4) {
+            int word[32] = {};
+            bool used[32] = {};
+            for (int k = k0; k < k0 + 4; ++k)
+                for (int column = 0; column < 8; ++column) {
+                    const int address = offset(k, row_pitch, plane_pitch) + column * SW, bank = address % 32;
+                    if (used[bank] && word[bank] != address) return false;
+                    used[bank] = true;
+                    word[bank] = address;
+                }
+        }
+        return true;
+    }
+};
 
 template <int CIN, int KH, int KW, int SH, int SW, int DH, int DW, int CB>
 struct SmallFilterTcTile {
     static constexpr int THREADS = 256, ROWS = 2, TW = 128;   // block tile: ROWS x TW outputs x CB channels
     static constexpr int MT = CB / 16, NT = 4;                 // per warp: MT channel tiles x NT column tiles of 8
-    static constexpr int TAPS = CIN * KH * KW, STEPS = (TAPS + 7) / 8;
+    using K = SmallFilterK<CIN, KH, KW, DH, DW>;
+    static constexpr int TAPS = K::TAPS, STEPS = (TAPS + 7) / 8;
     static constexpr int IN_ROWS = (ROWS - 1) * SH + (KH - 1) * DH + 1;
     static constexpr int IN_COLS = (TW - 1) * SW + (KW - 1) * DW + 1;
     static constexpr int PLANES = CIN + (TAPS % 8 != 0);      // + the zero plane the K padding reads
     static constexpr int FILTER = STEPS * MT * 2 * 32 * 4;     // [step][mt][big, small][lane][a0..a3] TF32 words
-    static constexpr int BYTES(int buffers, int plane_pitch) { return (FILTER + STEPS * 8 + buffers * PLANES * plane_pitch) * 4; }
+    static constexpr int TABLE = K::CHANNEL_MAJOR ? 0 : STEPS * 8;  // slot -> patch offset (ints)
+    static constexpr int BYTES(int buffers, int plane_pitch) { return (FILTER + TABLE + buffers * PLANES * plane_pitch) * 4; }
     // two patches when they fit unpadded (the next tile's copy overlaps this tile's MMAs); kfuse.conv checks one fits
     static constexpr int BUFFERS = BYTES(2, IN_ROWS * IN_COLS) <= SMALL_FILTER_TC_MAX_SMEM ? 2 : 1;
     // the smallest conflict-free pitches that fit (searched at compile time), else the unpadded ones
@@ -877,7 +906,7 @@ struct SmallFilterTcTile {
         for (int row = IN_COLS; row < IN_COLS + 32; ++row)
             for (int plane = IN_ROWS * row; plane < IN_ROWS * row + 32; ++plane)
                 if (BYTES(BUFFERS, plane) <= SMALL_FILTER_TC_MAX_SMEM
-                    && conflict_free_patch<CIN, KH, KW, SW, DH, DW>(row, plane))
+                    && K::template conflict_free<SW>(row, plane))
                     return row * 65536 + plane;
         return IN_COLS * 65536 + IN_ROWS * IN_COLS;
     }();
@@ -911,8 +940,8 @@ conv2d_small_filter_tc(const float* __restrict__ x, const float* __restrict__ w,
     using T = SmallFilterTcTile<CIN, KH, KW, SH, SW, DH, DW, CB>;
     extern __shared__ __align__(16) float smem[];
     uint32_t* filter = reinterpret_cast<uint32_t*>(smem);
-    int* k_offset = reinterpret_cast<int*>(smem + T::FILTER);      // K slot -> its tap in a patch
-    float* patches = smem + T::FILTER + T::STEPS * 8;              // BUFFERS x [plane][IN_ROWS][IN_COLS], pitched
+    int* k_offset = reinterpret_cast<int*>(smem + T::FILTER);      // (not channel-major) K slot -> patch offset
+    float* patches = smem + T::FILTER + T::TABLE;                  // BUFFERS x [plane][IN_ROWS][IN_COLS], pitched
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
     const int row = warp / 4, col0 = (warp % 4) * 32;              // the warp's output row and first column
     const int cout = (int)g.out_channels, h_out = g.out_size[1], w_out = g.out_size[2];
@@ -942,11 +971,7 @@ conv2d_small_filter_tc(const float* __restrict__ x, const float* __restrict__ w,
 
     const unsigned tiles = (unsigned)col_tiles * (unsigned)row_tiles * (unsigned)chunks * (unsigned)g.batch;
     if (blockIdx.x < tiles) copy_patch(patches, blockIdx.x);
-    for (int k = threadIdx.x; k < T::STEPS * 8; k += T::THREADS) {
-        const int ci = k / (KH * KW), ky = k / KW % KH, kx = k % KW;
-        k_offset[k] = k < T::TAPS ? ci * T::PLANE_PITCH + ky * DH * T::ROW_PITCH + kx * DW
-                                  : CIN * T::PLANE_PITCH;  // the zero plane
-    }
+    for (int k = threadIdx.x; k < T::TABLE; k += T::THREADS) k_offset[k] = T::K::offset(k, T::ROW_PITCH, T::PLANE_PITCH);
     int staged = -1;                                               // the channel chunk whose filter is in `filter`
     int buffer = 0;
     for (unsigned tile = blockIdx.x; tile < tiles; tile += gridDim.x, buffer ^= T::BUFFERS - 1) {
@@ -959,7 +984,7 @@ conv2d_small_filter_tc(const float* __restrict__ x, const float* __restrict__ w,
                 const int r = e & 3, l = (e >> 2) & 31, tile_k = e >> 7;  // tile_k = step * MT + mt
                 const int c = (tile_k % T::MT) * 16 + (l >> 2) + (r & 1) * 8;
                 const int k = (tile_k / T::MT) * 8 + (l & 3) + (r >> 1) * 4;
-                const float v = k < T::TAPS && c0 + c < cout ? __ldg(wc + c * T::TAPS + k) : 0.0f;
+                const float v = k < T::TAPS && c0 + c < cout ? __ldg(wc + c * T::TAPS + T::K::weight(k)) : 0.0f;
                 uint32_t big, small;
                 split_tf32(v, big, small);
                 filter[((tile_k * 2) * 32 + l) * 4 + r] = big;
@@ -979,16 +1004,19 @@ conv2d_small_filter_tc(const float* __restrict__ x, const float* __restrict__ w,
             for (int j = 0; j < T::NT; ++j)
                 #pragma unroll
                 for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
-        const float* xw = patches + buffer * T::PATCH + row * SH * T::ROW_PITCH + (col0 + gq) * SW;  // this lane's column
+        const float* xw = patches + buffer * T::PATCH + row * SH * T::ROW_PITCH + (col0 + gq) * SW  // this lane's column
+                          + (T::K::CHANNEL_MAJOR ? tq * T::PLANE_PITCH : 0);                     // (and channel)
         const uint4* fw = reinterpret_cast<const uint4*>(filter) + lane;
         #pragma unroll
         for (int step = 0; step < T::STEPS; ++step) {
-            const int o0 = k_offset[step * 8 + tq], o1 = k_offset[step * 8 + tq + 4];
+            const int at = T::K::offset(step * 8, T::ROW_PITCH, T::PLANE_PITCH);  // (a constant: the loop is unrolled)
+            const int o0 = T::K::CHANNEL_MAJOR ? at : k_offset[step * 8 + tq];
+            const int o1 = T::K::CHANNEL_MAJOR ? at + 4 * T::PLANE_PITCH : k_offset[step * 8 + tq + 4];
             uint32_t b_big[T::NT][2], b_small[T::NT][2];
             #pragma unroll
             for (int j = 0; j < T::NT; ++j) {
-                split_tf32(xw[o0 + j * 8 * SW], b_big[j][0], b_small[j][0]);
-                split_tf32(xw[o1 + j * 8 * SW], b_big[j][1], b_small[j][1]);
+                split_tf32_fast(xw[o0 + j * 8 * SW], b_big[j][0], b_small[j][0]);
+                split_tf32_fast(xw[o1 + j * 8 * SW], b_big[j][1], b_small[j][1]);
             }
             #pragma unroll
             for (int i = 0; i < T::MT; ++i) {
@@ -1007,31 +1035,33 @@ conv2d_small_filter_tc(const float* __restrict__ x, const float* __restrict__ w,
             copy_patch(patches, next);
         }
 
-        // fragment (i, j): channels c0 + 16i + gq (+8), columns 2tq, 2tq + 1 of column tile j
+        // fragment (i, j): channels c0 + 16i + gq (+8), columns 2tq, 2tq + 1 of column tile j. A channel's values
+        // first, outside any branch, then its stores: with no store between them (a store may alias an operand)
+        // a per-channel operand is loaded once per channel. Columns past the output read in-range operands.
         const int oy = t.rt * T::ROWS + row;
         if (oy >= h_out) continue;
-        const int s_row = oy * w_out;
+        const int s_row = oy * w_out, ox0 = t.ct * T::TW + col0 + 2 * tq;
         #pragma unroll
         for (int i = 0; i < T::MT; ++i)
             #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int co = c0 + i * 16 + gq + h * 8;
                 if (co >= cout) continue;
+                float value[T::NT][2];
+                #pragma unroll
+                for (int j = 0; j < T::NT; ++j)
+                    #pragma unroll
+                    for (int e = 0; e < 2; ++e)
+                        value[j][e] = epi.direct(acc[i][j][2 * h + e], t.n, co, s_row + min(ox0 + 8 * j + e, w_out - 1), g);
                 float* dst = out + (t.n * cout + co) * g.out_plane + s_row;
                 #pragma unroll
                 for (int j = 0; j < T::NT; ++j) {
-                    const int ox = t.ct * T::TW + col0 + j * 8 + 2 * tq;
-                    if (ox + 1 < w_out) {
-                        const float v0 = epi(acc[i][j][2 * h], t.n, co, s_row + ox, g);
-                        const float v1 = epi(acc[i][j][2 * h + 1], t.n, co, s_row + ox + 1, g);
-                        if (pairs) {
-                            *reinterpret_cast<float2*>(dst + ox) = make_float2(v0, v1);
-                        } else {
-                            dst[ox] = v0;
-                            dst[ox + 1] = v1;
-                        }
-                    } else if (ox < w_out) {
-                        dst[ox] = epi(acc[i][j][2 * h], t.n, co, s_row + ox, g);
+                    const int ox = ox0 + 8 * j;
+                    if (pairs && ox + 1 < w_out) {
+                        *reinterpret_cast<float2*>(dst + ox) = make_float2(value[j][0], value[j][1]);
+                    } else {
+                        if (ox < w_out) dst[ox] = value[j][0];
+                        if (ox + 1 < w_out) dst[ox + 1] = value[j][1];
                     }
                 }
             }
@@ -1270,16 +1300,56 @@ def _op_name(kernel: ConvKernel) -> str:
     return f"{kernel.epilogue.name}_op" if kernel.epilogue is not None else f"{kernel.name}_op"
 
 
+def operand_kinds(kernel: ConvKernel) -> list[str]:
+    """How each epilogue operand broadcasts to the output, from the captured shapes: "sum" (the convolution's own
+    output), "scalar" (one value), "channel" (one value per output channel: the bias, a (C, 1, 1) parameter) or
+    "general" (read per element through its strides). The first two are read without the per-element mode dispatch
+    of kf::conv_operand (the compiler then loads a channel's value once, not once per output), and the host wrapper
+    checks that the run's operands still broadcast that way."""
+    nodes = {n.name: n for node in (kernel.epilogue.nodes if kernel.epilogue else []) for n in node.all_input_nodes}
+    out = tensor_meta(kernel.conv)
+    rank, channels = kernel.spatial + 2, (int(out.shape[1]) if out is not None else -1)
+    kinds = []
+    for name in kernel.operands:
+        meta = tensor_meta(nodes.get(name))
+        if name == kernel.conv.name:
+            kinds.append("sum")
+        elif kernel.epilogue is None or (kernel.epilogue.bias and name == kernel.epilogue.bias[1]):
+            kinds.append("channel")  # the convolution's bias, viewed (C, 1, ...)
+        elif meta is None or meta.dim() > rank:
+            kinds.append("general")
+        else:
+            shape = [1] * (rank - meta.dim()) + [int(v) for v in meta.shape]
+            if all(v == 1 for v in shape):
+                kinds.append("scalar")
+            elif shape[0] == 1 and shape[1] == channels and all(v == 1 for v in shape[2:]):
+                kinds.append("channel")
+            else:
+                kinds.append("general")
+    return kinds
+
+
+_OPERAND_READS = {"scalar": "o[{k}].data[0]", "channel": "o[{k}].data[c * o[{k}].stride_c]",
+                  "general": "kf::conv_operand(o[{k}], n, c, s, g)", "sum": "sum"}
+_OPERAND_CHECKS = {"scalar": ("kf::conv_single", "one value"), "channel": ("kf::conv_per_channel", "one value per channel")}
+
+
 def _epilogue_functor(kernel: ConvKernel) -> str:
     count = len(kernel.operands)
-    args = ", ".join("sum" if name == kernel.conv.name else f"kf::conv_operand(o[{k}], n, c, s, g)"
-                     for k, name in enumerate(kernel.operands))
+    kinds = operand_kinds(kernel)
+    args = ", ".join("sum" if kind == "sum" else f"kf::conv_operand(o[{k}], n, c, s, g)" for k, kind in enumerate(kinds))
+    direct = ", ".join(_OPERAND_READS[kind].format(k=k) for k, kind in enumerate(kinds))
     return f"""
-// {kernel.name}: what runs on each sum before it is stored ({' -> '.join(kernel.ops[1:]) or 'nothing'})
+// {kernel.name}: what runs on each sum before it is stored ({' -> '.join(kernel.ops[1:]) or 'nothing'}).
+// direct: the same with one-value and per-channel operands read without kf::conv_operand's mode dispatch (for a
+// kernel that evaluates a channel's values together: the compiler then loads such an operand once per channel).
 struct {kernel.name}_epilogue {{
     kf::ConvOperand o[{count}];
     KF_HD float operator()(float sum, int64_t n, int64_t c, int64_t s, const kf::ConvGeom& g) const {{
         return {_op_name(kernel)}({args});
+    }}
+    KF_HD float direct(float sum, int64_t n, int64_t c, int64_t s, const kf::ConvGeom& g) const {{
+        return {_op_name(kernel)}({direct});
     }}
 }};
 """
@@ -1316,6 +1386,9 @@ def _host_wrapper(kernel: ConvKernel, target: str) -> str:
     else:
         launch = (f"    {kernel.name}_launch(x.data_ptr<float>(), w.data_ptr<float>(), g, conv_ops, "
                   f"out.data_ptr<float>());\n")
+    checks = "".join(f'    TORCH_CHECK({_OPERAND_CHECKS[kind][0]}(conv_ops[{k}]), "kfuse convolution: epilogue operand {k} '
+                     f'does not broadcast as {_OPERAND_CHECKS[kind][1]} (as when captured)");\n'
+                     for k, kind in enumerate(operand_kinds(kernel)) if kind in _OPERAND_CHECKS)
     return f"""
 // {kernel.name}: {' -> '.join(kernel.ops)}, the output written once
 at::Tensor {kernel.name}(const at::Tensor& input, const at::Tensor& weight{params}) {{
@@ -1335,7 +1408,7 @@ at::Tensor {kernel.name}(const at::Tensor& input, const at::Tensor& weight{param
     TORCH_CHECK(same.is_same(out), "kfuse convolution: an epilogue operand broadcasts beyond the output");
     kf::ConvOperand conv_ops[{count}];
     kf::conv_operands(operands, shape, {count}, {kernel.spatial}, conv_ops);
-{launch}    return out;
+{checks}{launch}    return out;
 }}
 """
 

@@ -47,8 +47,8 @@ SEED = ROOT / "suite/level2/30_conv2d_div_leaky_relu.py"
 SEED_VARIANTS = {
     "seed_1buffer": [("BYTES(2, IN_ROWS * IN_COLS) <= SMALL_FILTER_TC_MAX_SMEM ? 2 : 1;",
                       "BYTES(2, IN_ROWS * IN_COLS) <= SMALL_FILTER_TC_MAX_SMEM ? 1 : 1;")],
-    "seed_unpadded": [("&& conflict_free_patch<CIN, KH, KW, SW, DH, DW>(row, plane))",
-                       "&& row == IN_COLS && plane == IN_ROWS * IN_COLS)")],
+    "seed_unpadded": [("&& K::template conflict_free<SW>(row, plane))", "&& row == IN_COLS && plane == IN_ROWS * IN_COLS)")],
+    "seed_cvtsplit": [("split_tf32_fast(xw[o0", "split_tf32(xw[o0"), ("split_tf32_fast(xw[o1", "split_tf32(xw[o1")],
 }
 
 
@@ -173,7 +173,10 @@ def run_ncu(candidate: Path) -> dict:
     metrics = ["gpu__time_duration.sum", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
                "sm__throughput.avg.pct_of_peak_sustained_elapsed", "dram__bytes.sum",
                "sm__warps_active.avg.pct_of_peak_sustained_active", "launch__registers_per_thread",
-               "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum", "smsp__inst_executed.sum"]
+               "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum", "smsp__inst_executed.sum",
+               "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+               "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio",
+               "smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio"]
     cmd = ["ncu", "--kernel-name", "regex:conv2d_small_filter_tc", "--launch-count", "1", "--launch-skip", "1",
            "--metrics", ",".join(metrics), "--csv", sys.executable, __file__, "--ncu-child", str(candidate)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
@@ -314,7 +317,7 @@ def main() -> int:
 
     print(f"\n{gpu}, torch {torch.__version__}, seed Conv2d(8->64, k3) /2 LeakyReLU, x (128, 8, 128, 128); "
           f"median ms of 30, L2 flushed")
-    for key in ("kfuse_ms", "kfuse_again_ms", "kfuse_ffma_ms", "kfuse_1buffer_ms", "kfuse_unpadded_ms", "eager_ms", "compile_default_ms", "cudnn_conv_fp32_ms",
+    for key in ("kfuse_ms", "kfuse_again_ms", "kfuse_ffma_ms", *(f"kfuse_{n.split('_', 1)[1]}_ms" for n in SEED_VARIANTS), "eager_ms", "compile_default_ms", "cudnn_conv_fp32_ms",
                 "cudnn_conv_tf32_allowed_ms"):
         if key in timing:
             extra = f"  ({timing[key] / timing['compile_default_ms']:.2f}x compile)" \
