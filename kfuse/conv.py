@@ -229,7 +229,8 @@ def small_filter_tile(node: torch.fx.Node, spec: dict) -> SmallFilter | None:
     rows = 8 // (chunk // 16)  # as kf::SmallFilterTile
     ffma_smem = (taps * (chunk + 4) + c_in * ((rows - 1) * sh + (kh - 1) * dh + 1) * cols) * 4
     steps, planes = -(-taps // 8), c_in + (taps % 8 != 0)  # as kf::SmallFilterTcTile (2 rows, the zero plane)
-    tc_smem = (steps * (chunk // 16) * 256 + steps * 8 + planes * (sh + (kh - 1) * dh + 1) * cols) * 4  # 1 buffer
+    stage = 8 * 8 * 40  # the warps' epilogue stages
+    tc_smem = (steps * (chunk // 16) * 256 + stage + steps * 8 + planes * (sh + (kh - 1) * dh + 1) * cols) * 4  # 1 buffer
     if SMALL_FILTER_TENSOR_CORES and tc_smem <= SMALL_FILTER_TC_MAX_SMEM:
         return SmallFilter(c_in, (kh, kw), (sh, sw), (dh, dw), chunk, tensor_cores=True)
     if ffma_smem <= SMALL_FILTER_MAX_SMEM:
@@ -898,7 +899,11 @@ struct SmallFilterTcTile {
     static constexpr int PLANES = CIN + (TAPS % 8 != 0);      // + the zero plane the K padding reads
     static constexpr int FILTER = STEPS * MT * 2 * 32 * 4;     // [step][mt][big, small][lane][a0..a3] TF32 words
     static constexpr int TABLE = K::CHANNEL_MAJOR ? 0 : STEPS * 8;  // slot -> patch offset (ints)
-    static constexpr int BYTES(int buffers, int plane_pitch) { return (FILTER + TABLE + buffers * PLANES * plane_pitch) * 4; }
+    static constexpr int STAGE_PITCH = 40;                     // the epilogue's stage, per warp: 8 channels x 32
+    static constexpr int STAGE = 8 * 8 * STAGE_PITCH;          // columns (+8: its float2 writes are conflict-free)
+    static constexpr int BYTES(int buffers, int plane_pitch) {
+        return (FILTER + STAGE + TABLE + buffers * PLANES * plane_pitch) * 4;
+    }
     // two patches when they fit unpadded (the next tile's copy overlaps this tile's MMAs); kfuse.conv checks one fits
     static constexpr int BUFFERS = BYTES(2, IN_ROWS * IN_COLS) <= SMALL_FILTER_TC_MAX_SMEM ? 2 : 1;
     // the smallest conflict-free pitches that fit (searched at compile time), else the unpadded ones
@@ -940,12 +945,12 @@ conv2d_small_filter_tc(const float* __restrict__ x, const float* __restrict__ w,
     using T = SmallFilterTcTile<CIN, KH, KW, SH, SW, DH, DW, CB>;
     extern __shared__ __align__(16) float smem[];
     uint32_t* filter = reinterpret_cast<uint32_t*>(smem);
-    int* k_offset = reinterpret_cast<int*>(smem + T::FILTER);      // (not channel-major) K slot -> patch offset
-    float* patches = smem + T::FILTER + T::TABLE;                  // BUFFERS x [plane][IN_ROWS][IN_COLS], pitched
+    float* stage = smem + T::FILTER + (threadIdx.x >> 5) * 8 * T::STAGE_PITCH;  // this warp's
+    int* k_offset = reinterpret_cast<int*>(smem + T::FILTER + T::STAGE);       // (not channel-major) K slot -> offset
+    float* patches = smem + T::FILTER + T::STAGE + T::TABLE;   // BUFFERS x [plane][IN_ROWS][IN_COLS], pitched
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
     const int row = warp / 4, col0 = (warp % 4) * 32;              // the warp's output row and first column
     const int cout = (int)g.out_channels, h_out = g.out_size[1], w_out = g.out_size[2];
-    const bool pairs = w_out % 2 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0;  // float2 stores line up
 
     // A tile's input patch (all channels, its rows with their halo; zero outside the image and in the zero plane),
     // copied asynchronously. A warp copies whole rows (coalesced), one row offset per row a thread copies.
@@ -1035,34 +1040,33 @@ conv2d_small_filter_tc(const float* __restrict__ x, const float* __restrict__ w,
             copy_patch(patches, next);
         }
 
-        // fragment (i, j): channels c0 + 16i + gq (+8), columns 2tq, 2tq + 1 of column tile j. A channel's values
-        // first, outside any branch, then its stores: with no store between them (a store may alias an operand)
-        // a per-channel operand is loaded once per channel. Columns past the output read in-range operands.
+        // The epilogue. Fragment (i, j) holds channels c0 + 16i + gq (+8 for h = 1) x columns 8j + 2tq (+1): a
+        // channel's 8 values go through the epilogue together (a per-channel operand is loaded once), then 8
+        // channels at a time pass through the warp's stage, so that each store is one channel's 32 consecutive
+        // columns (a 128-byte run; stored from the fragments, a row of 126 floats put 8-float runs across
+        // 32-byte sectors: 14 sectors written per 8 of data). Columns past the output read in-range operands.
         const int oy = t.rt * T::ROWS + row;
         if (oy >= h_out) continue;
-        const int s_row = oy * w_out, ox0 = t.ct * T::TW + col0 + 2 * tq;
+        const int s_row = oy * w_out, ox0 = t.ct * T::TW + col0 + 2 * tq, ox = t.ct * T::TW + col0 + lane;
+        float* dst = out + (t.n * cout + c0) * g.out_plane + s_row + ox;  // channel c0, this lane's column
         #pragma unroll
         for (int i = 0; i < T::MT; ++i)
             #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int co = c0 + i * 16 + gq + h * 8;
-                if (co >= cout) continue;
-                float value[T::NT][2];
-                #pragma unroll
-                for (int j = 0; j < T::NT; ++j)
-                    #pragma unroll
-                    for (int e = 0; e < 2; ++e)
-                        value[j][e] = epi.direct(acc[i][j][2 * h + e], t.n, co, s_row + min(ox0 + 8 * j + e, w_out - 1), g);
-                float* dst = out + (t.n * cout + co) * g.out_plane + s_row;
+                const int co = min(c0 + i * 16 + gq + h * 8, cout - 1);
+                __syncwarp();                                      // (the previous channels' reads of the stage)
                 #pragma unroll
                 for (int j = 0; j < T::NT; ++j) {
-                    const int ox = ox0 + 8 * j;
-                    if (pairs && ox + 1 < w_out) {
-                        *reinterpret_cast<float2*>(dst + ox) = make_float2(value[j][0], value[j][1]);
-                    } else {
-                        if (ox < w_out) dst[ox] = value[j][0];
-                        if (ox + 1 < w_out) dst[ox + 1] = value[j][1];
-                    }
+                    const float v0 = epi.direct(acc[i][j][2 * h], t.n, co, s_row + min(ox0 + 8 * j, w_out - 1), g);
+                    const float v1 = epi.direct(acc[i][j][2 * h + 1], t.n, co, s_row + min(ox0 + 8 * j + 1, w_out - 1), g);
+                    *reinterpret_cast<float2*>(stage + gq * T::STAGE_PITCH + 8 * j + 2 * tq) = make_float2(v0, v1);
+                }
+                __syncwarp();
+                const int c1 = c0 + i * 16 + h * 8;                // the stage's first channel
+                if (ox < w_out) {
+                    #pragma unroll
+                    for (int c = 0; c < 8; ++c)
+                        if (c1 + c < cout) dst[(int64_t)(c1 - c0 + c) * g.out_plane] = stage[c * T::STAGE_PITCH + lane];
                 }
             }
     }

@@ -176,7 +176,8 @@ def run_ncu(candidate: Path) -> dict:
                "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum", "smsp__inst_executed.sum",
                "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
                "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio",
-               "smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio"]
+               "smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio",
+               "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "lts__t_sectors_op_write.sum"]
     cmd = ["ncu", "--kernel-name", "regex:conv2d_small_filter_tc", "--launch-count", "1", "--launch-skip", "1",
            "--metrics", ",".join(metrics), "--csv", sys.executable, __file__, "--ncu-child", str(candidate)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
