@@ -23,9 +23,11 @@ Printing, CUDA: an implicit GEMM on FFMA (exact fp32; on the suite's problems bi
   On an H100 cuDNN's fp32 kernels are faster than both (results/conv-kernels-*.md): on CUDA the planner uses these
   kernels only for files of bare convolutions, which would otherwise get no candidate (_kernels_on_cuda).
   Small filters (2D, groups 1, C_in*kh*kw <= 160, >= 16 output channels: small_filter_tile) take a direct kernel
-  in any file: the filter chunk and the input patch in shared memory, 4 pixels x 16 channels per thread, the
-  filter's sizes template constants (kf::conv2d_small_filter; the general kernel stays the fallback for another
-  geometry). Results: results/conv-direct-*.md. Depthwise 2D convolutions (one input channel per group:
+  in any file, the filter's sizes template constants (the general kernel stays the fallback for another geometry):
+  kf::conv2d_small_filter_tc, an implicit GEMM on 3xTF32 mma.sync with the filter chunk (pre-split) and the input
+  patch in shared memory, persistent blocks, the next patch copied during the MMAs (the seed: 0.43 ms against
+  0.87 for the FFMA kernel, results/conv-tc-*/README.md); where its tile does not fit 112 KB, kf::conv2d_small_filter
+  on FFMA (4 pixels x 16 channels per thread; results/conv-direct-*.md). Depthwise 2D convolutions (one input channel per group:
   is_depthwise_2d) take kf::conv2d_depthwise in any file: memory-bound, one read of the input through shared
   memory, against PyTorch's own depthwise kernel.
 Printing, CPU: for each (image, output channel) plane, the taps accumulate into a row buffer in the same
@@ -207,10 +209,12 @@ SMALL_FILTER_TENSOR_CORES = True
 
 
 def small_filter_tile(node: torch.fx.Node, spec: dict) -> SmallFilter | None:
-    """The CUDA target's rule for the direct small-filter kernel (kf::conv2d_small_filter), or None.
+    """The CUDA target's rule for the direct small-filter kernels (kf::conv2d_small_filter_tc, kf::conv2d_small_filter).
 
     Where it runs: 2D, groups 1, not transposed, fp32, C_in * kh * kw <= SMALL_FILTER_MAX_TAPS, at least
-    SMALL_FILTER_MIN_OUT_CHANNELS output channels, and the filter chunk + input patch in <= SMALL_FILTER_MAX_SMEM.
+    SMALL_FILTER_MIN_OUT_CHANNELS output channels. Which kernel: the 3xTF32 tensor-core one when its filter
+    fragments, epilogue stages and one input patch fit SMALL_FILTER_TC_MAX_SMEM, else the FFMA one when its filter
+    chunk + input patch fit SMALL_FILTER_MAX_SMEM, else none.
     Why there: with a short reduction (K = C_in * kh * kw) cuDNN's fp32 implicit GEMMs and kfuse's own spend most
     of their time outside the multiply-adds (results/conv-kernels-*.md: the seed, K = 72, ran 1.10 ms in cuDNN);
     a direct kernel with the filter in shared memory does ~1 shared load per 10 FFMAs and no index math in its
@@ -228,7 +232,7 @@ def small_filter_tile(node: torch.fx.Node, spec: dict) -> SmallFilter | None:
     taps, cols = c_in * kh * kw, 127 * sw + (kw - 1) * dw + 1
     rows = 8 // (chunk // 16)  # as kf::SmallFilterTile
     ffma_smem = (taps * (chunk + 4) + c_in * ((rows - 1) * sh + (kh - 1) * dh + 1) * cols) * 4
-    steps, planes = -(-taps // 8), c_in + (taps % 8 != 0)  # as kf::SmallFilterTcTile (2 rows, the zero plane)
+    steps, planes = -(-taps // 8), c_in + (taps % 8 != 0)  # kf::SmallFilterTcTile's, at most (2 rows, zero plane)
     stage = 8 * 8 * 40  # the warps' epilogue stages
     tc_smem = (steps * (chunk // 16) * 256 + stage + steps * 8 + planes * (sh + (kh - 1) * dh + 1) * cols) * 4  # 1 buffer
     if SMALL_FILTER_TENSOR_CORES and tc_smem <= SMALL_FILTER_TC_MAX_SMEM:

@@ -221,6 +221,29 @@ def test_small_filters_take_the_direct_kernel_on_cuda(conv, shape, template, tmp
         assert "kf::conv_forward<false>(x, w, g, epi, out, tf32, sms, stream)" in text
 
 
+def test_conv_epilogue_reads_per_channel_operands_directly(tmp_path):
+    """kfuse.conv.operand_kinds: the bias and a (C, 1, 1) parameter are read once per channel in the tensor-core
+    kernel's epilogue (epi.direct), a full-size operand through its strides; the host checks the first two."""
+    problem = tmp_path / "operands.py"
+    problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                       "        self.conv = torch.nn.Conv2d(8, 64, 3)\n"
+                       "        self.extra = torch.nn.Parameter(torch.randn(64, 1, 1))\n"
+                       "    def forward(self, x, w):\n        return torch.relu(self.conv(x) + self.extra) * w\n"
+                       "def get_inputs():\n    return [torch.rand(2, 8, 19, 23), torch.rand(2, 64, 17, 21)]\n"
+                       "def get_init_inputs():\n    return []\n")
+    result = optimize(problem, tmp_path / "operands_new.py", "cuda")
+    text = result.path.read_text()
+    assert [k["name"] for k in result.kernels] == ["fused_conv2d_bias_add_relu_mul"]
+    direct = re.search(r"float direct\(.*?\n        return (.*?);\n", text, re.S).group(1)
+    reads = re.findall(r"o\[(\d)\]\.data\[c \* o\[\d\]\.stride_c\]|conv_operand\(o\[(\d)\]", direct)
+    per_channel = sorted(int(a) for a, _ in reads if a)
+    general = [int(b) for _, b in reads if b]
+    assert len(per_channel) == 2 and len(general) == 1 and "sum" in direct, direct
+    for k in per_channel:
+        assert f"TORCH_CHECK(kf::conv_per_channel(conv_ops[{k}])" in text
+    assert f"conv_ops[{general[0]}])" not in text  # no check: read per element through its strides
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 def test_channels_last_epilogue_keeps_its_operands_out_of_local_memory(tmp_path):
     """Indexing an operand's strides with a loop variable copied the operand structs to local memory, per thread:
