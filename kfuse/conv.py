@@ -203,7 +203,7 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str) -
 SMALL_FILTER_MAX_TAPS = 160            # C_in * kh * kw (the seed: 8 * 3 * 3 = 72)
 SMALL_FILTER_MIN_OUT_CHANNELS = 16     # fewer: most lanes of a 16-channel warp would compute nothing
 SMALL_FILTER_MAX_SMEM = 100 * 1024
-SMALL_FILTER_TC_MAX_SMEM = 112 * 1024  # = kf::SMALL_FILTER_TC_MAX_SMEM: two blocks in an H100 SM's 228 KB
+SMALL_FILTER_TC_MAX_SMEM = 112 * 1024  # per block of two in an H100 SM's 228 KB (printed as kf::SMALL_FILTER_TC_MAX_SMEM)
 # The 3xTF32 tensor-core kernel (kf::conv2d_small_filter_tc) where its shared memory fits; False: FFMA everywhere.
 SMALL_FILTER_TENSOR_CORES = True
 
@@ -853,7 +853,6 @@ conv2d_small_filter(const float* __restrict__ x, const float* __restrict__ w, co
 // Blocks are persistent (two per SM), so the filter is staged once per block, and the next tile's patch is copied
 // (cp.async) into a second buffer while this tile's MMAs run, when two patches fit (BUFFERS). K slots past the
 // filter read a zero plane of the patch (their weights are zero too; the zero keeps inf inputs from giving NaN).
-constexpr int SMALL_FILTER_TC_MAX_SMEM = 112 * 1024;  // per block: two blocks per SM (kfuse.conv mirrors it)
 
 // The K order of conv2d_small_filter_tc: K slot k -> (input channel, tap). Channel-major ((ky, kx, ci), ci fastest)
 // when C_in is a multiple of 8: then a step of 8 slots is one tap and 8 channels, so a lane's slot (its quad index
@@ -1427,7 +1426,8 @@ def render(kernels: list[ConvKernel], target: str) -> ConvSources:
     functions = "".join(_op_function(k) for k in kernels)
     functors = "".join(_epilogue_functor(k) for k in kernels)
     launchers = "".join(_launcher(k, target) for k in kernels)
-    templates = (f"namespace kf {{ constexpr int64_t CONV_DIRECT_BELOW = {CONV_DIRECT_BELOW}; }}\n"
+    templates = (f"namespace kf {{ constexpr int64_t CONV_DIRECT_BELOW = {CONV_DIRECT_BELOW}; "
+                 f"constexpr int SMALL_FILTER_TC_MAX_SMEM = {SMALL_FILTER_TC_MAX_SMEM}; }}\n"
                  + CONV_CUDA_TEMPLATES if target == "cuda" else CONV_CPU_TEMPLATE)
     declarations = ""
     if target == "cuda":
