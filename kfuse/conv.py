@@ -85,6 +85,7 @@ class ConvKernel:
     output_padding: list[int] = field(default_factory=list)
     operands: list[str] = field(default_factory=list)   # epilogue inputs; the convolution's own name is the sum
     small_filter: SmallFilter | None = None   # CUDA: the direct small-filter kernel's instantiation, if it runs
+    bias_moved: bool = False                  # a reduction or pooling kernel after it adds the bias
 
     @property
     def input(self) -> str:
@@ -96,8 +97,8 @@ class ConvKernel:
 
     @property
     def bias(self) -> str | None:
-        """The bias the kernel adds itself (not moved into a pointwise kernel)."""
-        if self.epilogue is not None:
+        """The bias the kernel adds itself (not moved into a pointwise, reduction or pooling kernel)."""
+        if self.epilogue is not None or self.bias_moved:
             return None
         bias = self.conv.args[2] if len(self.conv.args) > 2 else self.conv.kwargs.get("bias")
         return bias.name if isinstance(bias, torch.fx.Node) else None
@@ -183,9 +184,8 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str) -
         at = _index(out, call)
         if epilogue is not None and _writes_between(out, at, _index(out, epilogue)):
             epilogue = None  # an in-place op between them: the convolution must read its input before it
-        if epilogue is None and call.bias_moved:
-            continue  # (cannot happen: a moved bias always has its kernel)
-        kernel = ConvKernel("", call.node, epilogue, **spec, small_filter=small)
+        kernel = ConvKernel("", call.node, epilogue, **spec, small_filter=small,
+                            bias_moved=epilogue is None and call.bias_moved)
         kernel.operands = list(epilogue.inputs) if epilogue is not None else \
             [call.node.name] + ([kernel.bias] if kernel.bias else [])
         kernel.name = unique(_kernel_name(kernel), names)

@@ -219,6 +219,8 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
     for kernel in steps:
         if isinstance(kernel, reduce.ReduceKernel):
             kernel.name = _unique(reduce.kernel_name(kernel), names)
+            if target == "cuda":
+                _reduce_conv_channels_last(kernel, steps, precision)
         elif isinstance(kernel, attention.AttentionKernel):
             kernel.name = _unique("fused_scaled_dot_product_attention", names)
         elif isinstance(kernel, FusedKernel):
@@ -242,7 +244,7 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
 def _move_conv_bias(kernel: FusedKernel, steps: list[Step]) -> None:
     """A batched convolution feeding this kernel alone (in place) gives its bias to the kernel."""
     call = _anchor_written(kernel, steps)
-    bias = _movable_bias(call.node) if call is not None else None
+    bias = movable_bias(call.node) if call is not None else None
     if bias is None:
         return
     out = tensor_meta(call.node)
@@ -252,7 +254,7 @@ def _move_conv_bias(kernel: FusedKernel, steps: list[Step]) -> None:
         kernel.inputs.append(bias.name)
 
 
-def _movable_bias(node: torch.fx.Node) -> torch.fx.Node | None:
+def movable_bias(node: torch.fx.Node) -> torch.fx.Node | None:
     """A batched convolution's per-channel bias, of its output's dtype, or None."""
     if str(node.target) not in BIASED_CONVS or len(node.args) < 3:
         return None
@@ -281,7 +283,7 @@ def add_convolution_epilogues(captured, target: str, precision: str) -> None:
         out = tensor_meta(node)
         if out is None or out.dtype not in FUSABLE_DTYPES:
             continue
-        if _movable_bias(node) is None and not _runs_channels_last(node, precision):
+        if movable_bias(node) is None and not _runs_channels_last(node, precision):
             continue
         with captured.graph.inserting_after(node):
             copy = captured.graph.call_function(torch.ops.aten.clone.default, (node,))
@@ -312,6 +314,22 @@ def _read_conv_channels_last(kernel: FusedKernel, steps: list[Step], precision: 
         return
     call.channels_last = True
     kernel.channels_last_input, kernel.write_into = kernel.write_into, None
+
+
+def _reduce_conv_channels_last(kernel, steps: list[Step], precision: str) -> None:
+    """A 2D/3D convolution read only by this reduction kernel runs channels-last where the kernel writes nothing of
+    the full shape (a pooled or reduced result: no output changes layout). The kernel reads its operands through
+    their strides (kfuse/reduce.py), so the layout costs it nothing, and cuDNN's NCHW path would have made the
+    same channels-last copy of the input and one more of the output (nchwToNhwc / nhwcToNchw)."""
+    if kernel.full_outputs:
+        return
+    calls = {s.node.name: s for s in steps if isinstance(s, LibraryCall)}
+    inside = set(kernel.nodes)
+    for name, kind in kernel.operands:
+        call = calls.get(name)
+        if (kind == "full" and call is not None and call.anchor and set(call.node.users) <= inside
+                and _runs_channels_last(call.node, precision)):
+            call.channels_last = True
 
 
 def _eager_conv_is_tf32(node: torch.fx.Node) -> bool:

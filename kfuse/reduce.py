@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kfuse import ops
-from kfuse.plan import FusedKernel, LibraryCall, TupleItem, tensor_meta
+from kfuse.plan import FusedKernel, LibraryCall, TupleItem, movable_bias, tensor_meta
 
 # --------------------------------------------------------------------------------------------------------------
 # Reducers: the per-row state, how one value updates it and how two states merge (the merge must treat the
@@ -891,6 +891,7 @@ class ReduceKernel:
     row_outputs: list[torch.fx.Node] = field(default_factory=list)
     index_outputs: list[torch.fx.Node] = field(default_factory=list)
     full_outputs: list[torch.fx.Node] = field(default_factory=list)
+    bias: tuple[str, str] | None = None   # (convolution output, its bias): added to it as it is read, per channel
 
     @property
     def value_node(self) -> torch.fx.Node | None:
@@ -919,7 +920,8 @@ class ReduceKernel:
 
     @property
     def ops(self) -> list[str]:
-        return [str(n.target) for n in self.nodes]
+        moved = [f"kfuse.bias_of_{self.bias[0]}"] if self.bias else []
+        return moved + [str(n.target) for n in self.nodes]
 
     @property
     def outputs(self) -> list[torch.fx.Node]:
@@ -957,6 +959,9 @@ def fuse_reductions(steps: list, nodes: list[torch.fx.Node], epochs: dict) -> li
         used |= {id(s) for s in absorbed}
         made.append((kernel, absorbed))
 
+    calls = {s.node.name: s for s in steps if isinstance(s, LibraryCall)}
+    for kernel, _ in made:
+        _take_conv_bias(kernel, calls)
     replace: dict[int, ReduceKernel] = {}
     drop: set[int] = set()
     for kernel, absorbed in made:
@@ -974,6 +979,24 @@ def fuse_reductions(steps: list, nodes: list[torch.fx.Node], epochs: dict) -> li
 
 def _step_node(step) -> torch.fx.Node:
     return step.result if isinstance(step, FusedKernel) else step.node
+
+
+def _take_conv_bias(k: ReduceKernel, calls: dict[str, LibraryCall]) -> None:
+    """A batched convolution read only where this kernel computes its source (the prologue, or the reduction
+    itself) gives the kernel its bias: cuDNN adds a bias in a pass of its own (a full read and write of the
+    output), the kernel adds it as it reads the output, one per-channel value."""
+    readers = set(k.prologue) | ({k.core} if not k.prologue else set())
+    for name, kind in k.operands:
+        call = calls.get(name)
+        if kind != "full" or call is None or call.bias_moved:
+            continue
+        bias = movable_bias(call.node)
+        if bias is None or _shape(call.node) != _shape(k.spec.source) or not set(call.node.users) <= readers:
+            continue
+        k.bias = (name, bias.name)
+        k.operands.append((bias.name, "channel"))
+        call.bias_moved = True
+        return
 
 
 def _shape(node) -> tuple:
@@ -1168,7 +1191,7 @@ def _collect_operands(k: ReduceKernel, level: dict):
 
 
 def kernel_name(kernel: ReduceKernel) -> str:
-    parts: list[str] = []
+    parts: list[str] = ["bias"] if kernel.bias else []
     for node in kernel.nodes:
         part = str(node.target).split(".")[1]
         if not parts or parts[-1] != part:
@@ -1253,6 +1276,10 @@ class _Printer:
                 used.append(i)
         for i in used:
             names[k.operands[i][0]] = f"a{i}"
+        if k.bias is not None and self.full_operand(k.bias[0]) in used:  # the convolution's bias, as it is read
+            i, j = self.full_operand(k.bias[0]), self.operand(k.bias[1], "channel")
+            used.append(j)
+            names[k.bias[0]] = f"(a{i} + a{j})"
         for node in k.prologue:
             lines.append(f"    const float v_{node.name} = {_render(node, names)};  // {node.target}")
             names[node.name] = f"v_{node.name}"

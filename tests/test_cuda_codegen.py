@@ -31,6 +31,17 @@ def cuda_include() -> Path | None:
     return None
 
 
+def test_convolutions_give_their_bias_to_reductions_and_run_channels_last_into_pooled_ones(tmp_path):
+    cuda, text = sources("conv_reductions", tmp_path, precision="tf32")
+    assert [k["fuses"][0] for k in cuda.kernels] == ["kfuse.bias_of_conv2d", "kfuse.bias_of_conv2d_1",
+                                                     "kfuse.bias_of_conv2d_2", "kfuse.bias_of_conv_transpose2d"]
+    calls = [line for line in text["CPP_SOURCE"].splitlines() if "// library call" in line]
+    assert len(calls) == 4 and all("bias added by the next kernel" in c for c in calls)
+    # the group norm writes a full-shape result (its layout would follow the input's): that convolution stays
+    # NCHW; the pooled mean, the min over channels and the transposed convolution's mean read channels-last
+    assert ["channels-last" in c for c in calls] == [False, True, True, True]
+
+
 def test_tf32_convolutions_run_channels_last_and_the_epilogue_transposes(tmp_path):
     cuda, text = sources("conv_div_leaky", tmp_path, precision="tf32")
     assert cuda.kernels[0]["reads_channels_last"] == "conv2d" and cuda.kernels[0]["in_place_into"] is None
@@ -116,6 +127,7 @@ def test_a_returned_convolution_without_bias_or_layout_change_is_kfuse_s_kernel(
 @pytest.mark.parametrize("problem", ["conv_div_leaky", "conv3d_bias_tanh", "conv2d_strided_grouped",
                                      "broadcast_two_inputs", "activation_chain", "losses_rowwise",
                                      "attention_odd_sizes", "pooling_mix", "avg_pool_strips", "scans_mix", "linear_scale_leaky",
+                                     "conv_reductions",
                                      "conv_div_leaky:tf32"])
 def test_nvcc_compiles_the_kernels(problem, tmp_path):
     name, _, precision = problem.partition(":")
@@ -273,7 +285,8 @@ def test_nvcc_compiles_the_small_filter_kernels(tmp_path):
 
 @pytest.mark.skipif(NVCC is None or cuda_include() is None, reason="CUDA toolkit headers not installed")
 @pytest.mark.parametrize("problem", ["conv3d_bias_tanh", "conv2d_strided_grouped", "linear_scale_leaky",
-                                     "losses_rowwise", "attention_odd_sizes", "pooling_mix", "conv_div_leaky:tf32"])
+                                     "losses_rowwise", "attention_odd_sizes", "pooling_mix", "conv_div_leaky:tf32",
+                                     "conv_reductions:tf32"])
 def test_host_side_compiles(problem, tmp_path):
     name, _, precision = problem.partition(":")  # (tf32: a channels-last convolution and kf::channels_last)
     _, text = sources(name, tmp_path, precision=precision or "fp32")
