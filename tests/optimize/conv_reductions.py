@@ -18,7 +18,7 @@ class Model(nn.Module):
         normed = torch.relu(self.norm(self.conv_norm(x)))
         pooled = torch.clamp(self.conv_pool(x) * 0.5, 0.0, 1.0).mean(dim=[2, 3], keepdim=True)
         smallest = torch.min(self.conv_min(x), dim=1, keepdim=True)[0]
-        up = self.up(x).mean(dim=1)
+        up = self.up(x).mean(dim=[2, 3])
         return normed, pooled, smallest, up
 
 
