@@ -7,11 +7,13 @@ Rules:
 - a kernel whose input comes fresh from an anchor (GEMM, convolution) used by nothing else writes its result in
   place into that buffer: the anchor's output is read once and written once, with no new allocation;
 - a convolution's bias moves into that kernel: cuDNN adds it in a pass of its own (a full read and write of
-  the output), the kernel adds it for free as a per-channel operand;
+  the output), the kernel adds it for free as a per-channel operand (reduction and pooling kernels take it the
+  same way: kfuse/reduce.py, kfuse/window.py);
 - on the CUDA target, a 2D/3D convolution whose output feeds such a kernel runs channels-last (cuDNN's fast
   layout for TF32) where that costs no precision (CHANNELS_LAST_MIN_K; any under the tf32 policy), and the kernel
   reads it channels-last and writes the contiguous result: the layout change costs nothing beyond the epilogue's
-  one read and one write;
+  one read and one write; the same for a reduction kernel that keeps the channels and writes nothing full-shape
+  (a pooled mean: it reads through strides);
 - on the CUDA target, a convolution returned as it is gets a copy as its epilogue where the copy adds its bias or
   brings it back from channels-last (add_convolution_epilogues);
 - everything else stays an ATen call (cuBLAS, cuDNN, or ATen's own kernels) and is listed as unfused.
