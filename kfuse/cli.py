@@ -129,6 +129,45 @@ def optimize_command(problem, output, device, precision, no_check, no_timing, co
     sys.exit(EXIT_CORRECT if status in ("correct", None) else EXIT_VERDICT)
 
 
+@main.command("tune")
+@click.argument("problem", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the chosen ModelNew (default: <problem>_new.py beside the problem).")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True)
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Per variant: the judge's limit.")
+@click.option("--min-seconds", type=float, default=1.0, show_default=True,
+              help="Least measured time per variant.")
+@click.option("--keep-variants", is_flag=True, help="Keep every variant's file (<output stem>_variants/).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def tune_command(problem, output, device, precision, timeout, min_seconds, keep_variants, json_path):
+    """Judge the plans kfuse's choices give PROBLEM (its GEMM and convolution paths, layouts) and keep the
+    fastest correct one, frozen into the output file."""
+    from kfuse.judge import CheckOptions
+    from kfuse.tune import remove_variants, tune
+
+    output = output or problem.with_name(f"{problem.stem}_new.py")
+    options = CheckOptions(device=device, timeout=timeout, compile_modes=[], min_seconds=min_seconds,
+                           precision=precision)
+
+    def report(variant):
+        time = f"{variant.ms:.4g} ms" if variant.ms is not None else variant.status
+        click.echo(f"  {time:>12}  {variant.label}", err=True)
+
+    try:
+        tuned = tune(problem, output, options, precision, on_variant=report)
+    except UsageError as err:
+        fail(str(err))
+    finally:
+        if not keep_variants:
+            remove_variants(output)
+    write_json(json_path, tuned.to_dict())
+    if tuned.chosen is None:
+        click.echo(f"kfuse: no variant of {problem.name} was judged correct (see --json)", err=True)
+        sys.exit(EXIT_VERDICT)
+    click.echo(f"kfuse: wrote {output} ({tuned.chosen.label})", err=True)
+
+
 @main.command("extract")
 @click.argument("answer", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,

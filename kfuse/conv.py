@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from kfuse import choices
 from kfuse.plan import FUSABLE_DTYPES, FusedKernel, LibraryCall, TupleItem, tensor_meta
 
 # aten op -> (spatial dims, None for any; argument positions of stride, padding, dilation, groups)
@@ -169,7 +170,10 @@ def conv_spec(node: torch.fx.Node) -> dict | None:
 def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str) -> list:
     """Replace each covered convolution library call (with the pointwise kernel written in place into its output)
     by a ConvKernel step, placed where that kernel was (every epilogue operand exists by then)."""
-    all_convolutions = target != "cuda" or _kernels_on_cuda(steps)
+    choice = choices.current().conv_kernels  # "rule" unless kfuse tune measures another
+    if choice == "library":
+        return steps
+    all_convolutions = target != "cuda" or choice == "all" or _kernels_on_cuda(steps)
     out = list(steps)
     for call in [s for s in steps if isinstance(s, LibraryCall) and s.anchor and not s.channels_last]:
         spec = conv_spec(call.node)
@@ -235,7 +239,8 @@ def small_filter_tile(node: torch.fx.Node, spec: dict) -> SmallFilter | None:
     steps, planes = -(-taps // 8), c_in + (taps % 8 != 0)  # kf::SmallFilterTcTile's, at most (2 rows, zero plane)
     stage = 8 * 8 * 40  # the warps' epilogue stages
     tc_smem = (steps * (chunk // 16) * 256 + stage + steps * 8 + planes * (sh + (kh - 1) * dh + 1) * cols) * 4  # 1 buffer
-    if SMALL_FILTER_TENSOR_CORES and tc_smem <= SMALL_FILTER_TC_MAX_SMEM:
+    tensor_cores = SMALL_FILTER_TENSOR_CORES and choices.current().small_filter_tensor_cores
+    if tensor_cores and tc_smem <= SMALL_FILTER_TC_MAX_SMEM:
         return SmallFilter(c_in, (kh, kw), (sh, sw), (dh, dw), chunk, tensor_cores=True)
     if ffma_smem <= SMALL_FILTER_MAX_SMEM:
         return SmallFilter(c_in, (kh, kw), (sh, sw), (dh, dw), chunk, tensor_cores=False)

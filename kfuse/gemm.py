@@ -17,10 +17,11 @@ kernel); the CPU target prints blocked loops over rows (at::parallel_for) accumu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
+from kfuse import choices
 from kfuse.gemm_cuda import DEFAULT, GEMM_DECLS, GEMM_TEMPLATE, TileConfig
 from kfuse.plan import FusedKernel, LibraryCall, short_name, tensor_meta, _mutates, _unique
 
@@ -130,6 +131,9 @@ def _k_contiguous(node: torch.fx.Node, k_dim: int) -> bool:
 
 def fuse_gemms(steps: list, names: dict[str, int]) -> list:
     """Library-call GEMMs the template covers become GemmSteps, with their epilogue kernel and transposes."""
+    if not choices.current().gemm_kernels:  # kfuse tune measuring the library path
+        return steps
+    config = DEFAULT if choices.current().gemm_wgmma else replace(DEFAULT, wgmma_bn=0)
     candidates = [s for s in steps if isinstance(s, LibraryCall)
                   and (s.anchor or str(s.node.target) == "aten.einsum.default")]
     for anchor in candidates:
@@ -145,7 +149,7 @@ def fuse_gemms(steps: list, names: dict[str, int]) -> list:
         if m == 1:
             continue  # a row vector times a matrix: cuBLAS reads the matrix once, coalesced; the tiles would not
         step = GemmStep("", node, a.name, b.name, batched, b_transposed=b_transposed,
-                        bias=bias.name if isinstance(bias, torch.fx.Node) else None, gemv=n == 1)
+                        bias=bias.name if isinstance(bias, torch.fx.Node) else None, gemv=n == 1, config=config)
         calls = {s.node: s for s in steps if isinstance(s, LibraryCall)}
         a_source, b_source = a, b
         if not batched and a in calls and meta_a.dim() == 2 and (src := _transpose_source(a, node)) is not None:

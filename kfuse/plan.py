@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kfuse import ops
+from kfuse import choices, ops
 
 # Ops that run on a vendor library and return a fresh, contiguous tensor: their output may be overwritten.
 ANCHORS = {
@@ -356,6 +356,8 @@ def _runs_channels_last(node: torch.fx.Node, precision: str) -> bool:
     out = tensor_meta(node)
     if str(node.target) not in CHANNELS_LAST_CONVS or out is None or out.dim() not in (4, 5):
         return False  # (an unbatched input has no channels-last layout)
+    if not choices.current().channels_last:  # kfuse tune measuring NCHW
+        return False
     return precision == "tf32" or _eager_conv_is_tf32(node)
 
 

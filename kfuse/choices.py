@@ -1,0 +1,67 @@
+"""The planner's choices that a measurement may overturn for one problem (`kfuse tune`, kfuse/tune.py).
+
+Each field's default is the frozen rule the planner applies without a measurement (the module that applies it
+says why it was chosen); `kfuse tune` emits the alternatives that change a problem's file, judges each on the
+device and keeps the fastest correct one. The active choices live in a context variable: the planner reads them
+where it decides, without a parameter threaded through every pass, and `optimize` without `using(...)` gets the
+defaults.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from contextlib import contextmanager
+from dataclasses import dataclass, fields, replace
+
+
+@dataclass(frozen=True)
+class Choices:
+    # kfuse's fp32 GEMM template with its fused epilogue (kfuse/gemm.py); False: the library call (cuBLAS, or
+    # ATen on the CPU) and the epilogue as a pointwise kernel written in place after it
+    gemm_kernels: bool = True
+    # the Hopper wgmma kernel where the template would use it (sm_90, K-contiguous operands); False: mma.sync only
+    gemm_wgmma: bool = True
+    # which convolutions run on kfuse's kernels (kfuse/conv.py): "rule" its frozen rule (small filters, depthwise,
+    # files of bare convolutions on CUDA; all on the CPU), "all" every covered one, "library" none (cuDNN / ATen)
+    conv_kernels: str = "rule"
+    # the small-filter convolution on 3xTF32 tensor cores where its tile fits; False: the FFMA kernel
+    small_filter_tensor_cores: bool = True
+    # CUDA: convolutions channels-last where plan._runs_channels_last allows it; False: every one NCHW
+    channels_last: bool = True
+
+    def label(self) -> str:
+        """What differs from the defaults ("name=value, ..."), or "default"."""
+        base = Choices()
+        changed = [f"{f.name}={getattr(self, f.name)}" for f in fields(self)
+                   if getattr(self, f.name) != getattr(base, f.name)]
+        return ", ".join(changed) or "default"
+
+
+# What `kfuse tune` tries: the defaults, then one choice changed at a time (the planner's decisions are mostly
+# independent per op, and a problem has few ops of each kind; a full product would multiply device time).
+ALTERNATIVES: list[Choices] = [
+    Choices(),
+    replace(Choices(), gemm_kernels=False),
+    replace(Choices(), gemm_wgmma=False),
+    replace(Choices(), conv_kernels="all"),
+    replace(Choices(), conv_kernels="library"),
+    replace(Choices(), small_filter_tensor_cores=False),
+    replace(Choices(), channels_last=False),
+]
+
+_ACTIVE: contextvars.ContextVar[Choices] = contextvars.ContextVar("kfuse_choices", default=Choices())
+
+
+def current() -> Choices:
+    """The choices the planner applies now."""
+    return _ACTIVE.get()
+
+
+@contextmanager
+def using(choices: Choices):
+    """Plan (optimize) with `choices` inside the block."""
+    token = _ACTIVE.set(choices)
+    try:
+        yield choices
+    finally:
+        _ACTIVE.reset(token)
