@@ -22,6 +22,7 @@ from pathlib import Path
 from kfuse import choices
 from kfuse.errors import UsageError
 from kfuse.judge import CheckOptions, check
+from kfuse.loader import check_problem_source
 from kfuse.optimize import optimize
 
 MARGIN = 0.02
@@ -111,6 +112,7 @@ def _annotate(text: str, variants: list[Variant], chosen: Variant, device_name: 
 def tune(problem: Path, output: Path, options: CheckOptions, precision: str = "fp32",
          margin: float = MARGIN, on_variant=lambda variant: None) -> Tuned:
     """Emit the variants beside `output` (folder <output stem>_variants), judge each, write the chosen one."""
+    check_problem_source(problem)  # a missing or broken problem file is its own error, not "no variant"
     workdir = output.parent / f"{output.stem}_variants"
     variants = emit_variants(problem, workdir, options.device, precision)
     if not variants:

@@ -71,3 +71,10 @@ def test_tune_on_the_cpu_judges_each_plan_and_keeps_the_fastest(tmp_path):
     text = out.read_text()
     assert "Tuned by kfuse tune on cpu" in text and "<- chosen" in text
     assert not (tmp_path / "tuned_variants").exists()  # variants removed unless --keep-variants
+
+
+def test_a_missing_problem_is_one_line_error(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "kfuse", "tune", str(tmp_path / "nope.py"), "--device", "cpu"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [f"kfuse: error: problem file not found: {tmp_path / 'nope.py'}"]
