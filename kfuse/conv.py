@@ -208,8 +208,9 @@ SMALL_FILTER_MAX_TAPS = 160            # C_in * kh * kw (the seed: 8 * 3 * 3 = 7
 SMALL_FILTER_MIN_OUT_CHANNELS = 16     # fewer: most lanes of a 16-channel warp would compute nothing
 SMALL_FILTER_MAX_SMEM = 100 * 1024
 SMALL_FILTER_TC_MAX_SMEM = 112 * 1024  # per block of two in an H100 SM's 228 KB (printed as kf::SMALL_FILTER_TC_MAX_SMEM)
-# The 3xTF32 tensor-core kernel (kf::conv2d_small_filter_tc) where its shared memory fits; False: FFMA everywhere.
-SMALL_FILTER_TENSOR_CORES = True
+# The tensor-core kernel's epilogue stage per warp: 8 channels x 32 columns, rows of 40 floats (+8: its float2 writes
+# are conflict-free); printed as kf::SMALL_FILTER_TC_STAGE_PITCH
+SMALL_FILTER_TC_STAGE_PITCH = 40
 
 
 def small_filter_tile(node: torch.fx.Node, spec: dict) -> SmallFilter | None:
@@ -237,10 +238,10 @@ def small_filter_tile(node: torch.fx.Node, spec: dict) -> SmallFilter | None:
     rows = 8 // (chunk // 16)  # as kf::SmallFilterTile
     ffma_smem = (taps * (chunk + 4) + c_in * ((rows - 1) * sh + (kh - 1) * dh + 1) * cols) * 4
     steps, planes = -(-taps // 8), c_in + (taps % 8 != 0)  # kf::SmallFilterTcTile's, at most (2 rows, zero plane)
-    stage = 8 * 8 * 40  # the warps' epilogue stages
+    stage = 8 * 8 * SMALL_FILTER_TC_STAGE_PITCH  # the 8 warps' epilogue stages
     tc_smem = (steps * (chunk // 16) * 256 + stage + steps * 8 + planes * (sh + (kh - 1) * dh + 1) * cols) * 4  # 1 buffer
-    tensor_cores = SMALL_FILTER_TENSOR_CORES and choices.current().small_filter_tensor_cores
-    if tensor_cores and tc_smem <= SMALL_FILTER_TC_MAX_SMEM:
+    # the tensor-core kernel where it fits unless kfuse tune measures the FFMA one (Choices.small_filter_tensor_cores)
+    if choices.current().small_filter_tensor_cores and tc_smem <= SMALL_FILTER_TC_MAX_SMEM:
         return SmallFilter(c_in, (kh, kw), (sh, sw), (dh, dw), chunk, tensor_cores=True)
     if ffma_smem <= SMALL_FILTER_MAX_SMEM:
         return SmallFilter(c_in, (kh, kw), (sh, sw), (dh, dw), chunk, tensor_cores=False)
@@ -907,8 +908,8 @@ struct SmallFilterTcTile {
     static constexpr int PLANES = CIN + (TAPS % 8 != 0);      // + the zero plane the K padding reads
     static constexpr int FILTER = STEPS * MT * 2 * 32 * 4;     // [step][mt][big, small][lane][a0..a3] TF32 words
     static constexpr int TABLE = K::CHANNEL_MAJOR ? 0 : STEPS * 8;  // slot -> patch offset (ints)
-    static constexpr int STAGE_PITCH = 40;                     // the epilogue's stage, per warp: 8 channels x 32
-    static constexpr int STAGE = 8 * 8 * STAGE_PITCH;          // columns (+8: its float2 writes are conflict-free)
+    static constexpr int STAGE_PITCH = SMALL_FILTER_TC_STAGE_PITCH;  // the epilogue's stage per warp (kfuse.conv)
+    static constexpr int STAGE = 8 * 8 * STAGE_PITCH;
     static constexpr int BYTES(int buffers, int plane_pitch) {
         return (FILTER + STAGE + TABLE + buffers * PLANES * plane_pitch) * 4;
     }
@@ -1432,7 +1433,8 @@ def render(kernels: list[ConvKernel], target: str) -> ConvSources:
     functors = "".join(_epilogue_functor(k) for k in kernels)
     launchers = "".join(_launcher(k, target) for k in kernels)
     templates = (f"namespace kf {{ constexpr int64_t CONV_DIRECT_BELOW = {CONV_DIRECT_BELOW}; "
-                 f"constexpr int SMALL_FILTER_TC_MAX_SMEM = {SMALL_FILTER_TC_MAX_SMEM}; }}\n"
+                 f"constexpr int SMALL_FILTER_TC_MAX_SMEM = {SMALL_FILTER_TC_MAX_SMEM}; "
+                 f"constexpr int SMALL_FILTER_TC_STAGE_PITCH = {SMALL_FILTER_TC_STAGE_PITCH}; }}\n"
                  + CONV_CUDA_TEMPLATES if target == "cuda" else CONV_CPU_TEMPLATE)
     declarations = ""
     if target == "cuda":

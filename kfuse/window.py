@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kfuse import ops
-from kfuse.plan import BIASED_CONVS, FusedKernel, LibraryCall, TupleItem, tensor_meta
+from kfuse.plan import FusedKernel, LibraryCall, TupleItem, movable_bias, tensor_meta
 
 
 class Unsupported(Exception):
@@ -400,18 +400,12 @@ def _prologue(source, inside: set, step_of: dict, epoch, epochs):
 def _biased_conv(source, inside: set, step_of: dict) -> LibraryCall | None:
     """A batched convolution with a bias whose output only this kernel reads: the kernel adds its bias."""
     call = step_of.get(source)
-    if not isinstance(call, LibraryCall) or str(call.node.target) not in BIASED_CONVS or len(call.node.args) < 3:
+    if not isinstance(call, LibraryCall) or call.channels_last or call.bias_moved:
         return None
-    if call.channels_last or call.bias_moved or any(u not in inside for u in source.users):
+    if any(u not in inside for u in source.users) or movable_bias(call.node) is None:
         return None
-    bias, out = call.node.args[2], tensor_meta(source)
-    spatial = BIASED_CONVS[str(call.node.target)]
-    if not isinstance(bias, torch.fx.Node) or out is None or (spatial is not None and out.dim() != spatial + 2):
-        return None
-    meta = tensor_meta(bias)
-    if meta is None or meta.dim() != 1 or meta.dtype != torch.float32 or out.dim() < 2:
-        return None
-    return call
+    out = tensor_meta(source)
+    return call if out.dtype == torch.float32 and out.dim() >= 2 else None
 
 
 def _epilogue_candidates(value, inside: set, steps: list, step_of: dict, shape, epoch, epochs) -> list:

@@ -8,7 +8,7 @@ kf::conv2d_small_filter; kfuse/conv.py) on a GPU. One call:
    epilogue operands, and a filter too large for the kernel: cuDNN kept), builds them in parallel, and checks each
    against float64: error <= 10x the fp32 reference's (cuDNN with TF32 off), and the same output for an input with
    other strides. The seed is checked at full size too.
-   The seed and level-1 61 are also emitted with the FFMA kernel (kfuse.conv.SMALL_FILTER_TENSOR_CORES off): "_ffma".
+   The seed and level-1 61 are also emitted with the FFMA kernel (kfuse.choices.Choices.small_filter_tensor_cores off): "_ffma".
 2. Times the seed with CUDA events, L2 flushed (the judge's time_one_call), median of 30: kfuse's ModelNew, eager,
    torch.compile default (PyTorch's default math, as the judge runs them: cuDNN may use TF32), and cuDNN's
    convolution alone (module with bias) with TF32 off and on.
@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-import kfuse.conv  # noqa: E402
+from kfuse import choices  # noqa: E402
 from kfuse.optimize import optimize  # noqa: E402
 
 SEED = ROOT / "suite/level2/30_conv2d_div_leaky_relu.py"
@@ -221,8 +221,8 @@ def main() -> int:
     rows, emitted = [], {}
     for name, path in problems.items():
         try:
-            kfuse.conv.SMALL_FILTER_TENSOR_CORES = not name.endswith("_ffma")
-            result = optimize(path, work / f"{name}_new.py", "cuda")
+            with choices.using(choices.Choices(small_filter_tensor_cores=not name.endswith("_ffma"))):
+                result = optimize(path, work / f"{name}_new.py", "cuda")
             emitted[name] = result.path
             text = result.path.read_text()
             direct = "conv2d_small_filter_forward<" in text
