@@ -160,8 +160,10 @@ inline int sm_count(int device) {
 
 # The copy into channels-last that a channels-last convolution's input and weight take (emitted only in such
 # files). ATen's own copy ran at ~1.1 TB/s on an H100 (a 1.07 GB input: 1.91 ms; results/conv-layout-survey-*.json);
-# a 32x32 tile through shared memory makes the read (along the positions) and the write (along the channels)
-# coalesce both.
+# a tile through shared memory makes the read (along the positions) and the write (along the channels) coalesce
+# both. With 16-byte accesses on both sides (channels and positions multiples of 4) it ran at the copy roofline
+# (0.181 ms for 0.54 GB, a clone 0.181) where 32x32 tiles of 4-byte accesses took 0.240
+# (scripts/bench/transpose_vec4.py, results/transpose-vec4-NVIDIA-H100-80GB-HBM3-2026-11-23/).
 CHANNELS_LAST_COPY_DEVICE = r"""
 __global__ void kf_to_channels_last(const float* __restrict__ in, float* __restrict__ out, int64_t batch,
                                     int64_t channels, int64_t spatial) {
@@ -183,8 +185,46 @@ __global__ void kf_to_channels_last(const float* __restrict__ in, float* __restr
     }
 }
 
+// 64 channels x 32 positions per block: float4 loads along the positions, float4 stores along the channels
+// (no __launch_bounds__(256): with it CUDA 13's ptxas capped the kernels at 48 registers and spilled)
+__global__ void kf_to_channels_last4(const float* __restrict__ in, float* __restrict__ out, int64_t batch,
+                                     int64_t channels, int64_t spatial) {
+    __shared__ float tile[32][64 + 1];  // [position][channel]; the padding makes the fills conflict-free
+    const int64_t c0 = (int64_t)blockIdx.x * 64, s0 = (int64_t)blockIdx.y * 32;
+    for (int64_t n = blockIdx.z; n < batch; n += gridDim.z) {
+        const float* src = in + n * channels * spatial;
+        float* dst = out + n * channels * spatial;
+        #pragma unroll
+        for (int i = threadIdx.x; i < 64 * 8; i += 256) {  // 64 channels x 8 float4 of positions
+            const int64_t c = c0 + i / 8, s = s0 + 4 * (i % 8);
+            if (c < channels && s < spatial) {
+                const float4 v = *reinterpret_cast<const float4*>(src + c * spatial + s);
+                const int row = 4 * (i % 8), col = i / 8;
+                tile[row][col] = v.x; tile[row + 1][col] = v.y; tile[row + 2][col] = v.z; tile[row + 3][col] = v.w;
+            }
+        }
+        __syncthreads();
+        #pragma unroll
+        for (int i = threadIdx.x; i < 32 * 16; i += 256) {  // 32 positions x 16 float4 of channels
+            const int64_t s = s0 + i / 16, c = c0 + 4 * (i % 16);
+            if (s < spatial && c < channels) {
+                const float* t = &tile[i / 16][4 * (i % 16)];
+                *reinterpret_cast<float4*>(dst + s * channels + c) = make_float4(t[0], t[1], t[2], t[3]);
+            }
+        }
+        __syncthreads();
+    }
+}
+
 void kf_to_channels_last_launch(const float* in, float* out, int64_t batch, int64_t channels, int64_t spatial,
                                 cudaStream_t stream) {
+    const bool aligned = reinterpret_cast<uintptr_t>(in) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+    if (aligned && channels % 4 == 0 && spatial % 4 == 0 && (spatial + 31) / 32 <= 65535) {
+        const dim3 blocks((unsigned)((channels + 63) / 64), (unsigned)((spatial + 31) / 32),
+                          (unsigned)std::min<int64_t>(batch, 65535));
+        kf_to_channels_last4<<<blocks, 256, 0, stream>>>(in, out, batch, channels, spatial);
+        return;
+    }
     const dim3 threads(32, 8);
     const dim3 blocks((unsigned)((spatial + 31) / 32), (unsigned)((channels + 31) / 32),
                       (unsigned)std::min<int64_t>(batch, 65535));
@@ -378,7 +418,9 @@ void {kernel.name}_launch(const kf::Operand* o, const kf::Shape& shape, float* o
 
 def _channels_last_kernel(kernel: FusedKernel) -> str:
     """The kernel for a channels-last input ([N][S][C] in memory, S the spatial positions) and a contiguous
-    result ([N][C][S]): a 32x32 tile passes through shared memory, so reads and writes both coalesce. Other
+    result ([N][C][S]): a tile passes through shared memory, so reads and writes both coalesce; 64x32 with 16-byte
+    accesses on both sides where the sizes and operands allow (2.86 TB/s against 2.18 for the 32x32 scalar tile,
+    H100: results/transpose-vec4-NVIDIA-H100-80GB-HBM3-2026-11-23/), else 32x32 with 4-byte accesses. Other
     operands are read at the result's element index like the NCHW kernel reads them (kf::load: one value, laid
     out like the result, or one per channel); strided ones, through their strides, in the GENERAL instantiation
     only. Why two: indexing an operand's stride array with a loop variable put the operand structs in local
@@ -410,6 +452,14 @@ def _channels_last_kernel(kernel: FusedKernel) -> str:
     loads = ", ".join("tile[threadIdx.x][i]" if k == source else f"v{k}" for k in range(n))
     args = ", ".join(f"o[{k}]" for k in range(n))
     general = " || ".join(f"o[{k}].step < 0" for k in others) or "false"
+    values4 = "".join(f"                const float* p{k} = per_channel(o{k}) ? o{k}.data + c * o{k}.stride : nullptr;\n"
+                      for k in others)
+
+    def lane(j: int) -> str:
+        loads = ", ".join(f"t[{j}]" if k == source else f"(p{k} ? *p{k} : kf::load(o{k}, at + {j}))"
+                          for k in range(n))
+        return f"{kernel.name}_op({loads})"
+    results4 = ",\n".join(f"                    {lane(j)}" for j in range(4))
     per_channel = ("    // one value per channel (a bias): read at c, without kf::load's two divisions per element\n"
                    "    auto per_channel = [&](const kf::Operand& o) "
                    "{ return o.step == 2 && o.inner == spatial && o.count == channels; };\n") if others else ""
@@ -437,13 +487,54 @@ __global__ void {kernel.name}_from_channels_last({operands}, kf::Shape shape, fl
     }}
 }}
 
+// The same with 16-byte accesses on both sides (channels and positions multiples of 4, operands laid out like the
+// result or per channel): 64 positions x 32 channels per block.
+template <typename index_t>
+__global__ void {kernel.name}_from_channels_last4({operands}, kf::Shape shape, float* __restrict__ out) {{
+    __shared__ float tile[32][64 + 1];  // [channel][position]; the padding makes the fills conflict-free
+    const int64_t channels = shape.sizes[1], spatial = shape.numel / (shape.sizes[0] * channels);
+    const int64_t s0 = (int64_t)blockIdx.x * 64, c0 = (int64_t)blockIdx.y * 32;
+{per_channel}    for (int64_t n = blockIdx.z; n < shape.sizes[0]; n += gridDim.z) {{
+        const float* src = o{source}.data + n * spatial * channels;
+        #pragma unroll
+        for (int i = threadIdx.x; i < 64 * 8; i += 256) {{  // 64 positions x 8 float4 of channels
+            const int64_t s = s0 + i / 8, c = c0 + 4 * (i % 8);
+            if (s < spatial && c < channels) {{
+                const float4 v = *reinterpret_cast<const float4*>(src + s * channels + c);
+                const int row = 4 * (i % 8), col = i / 8;
+                tile[row][col] = v.x; tile[row + 1][col] = v.y; tile[row + 2][col] = v.z; tile[row + 3][col] = v.w;
+            }}
+        }}
+        __syncthreads();
+        #pragma unroll
+        for (int i = threadIdx.x; i < 32 * 16; i += 256) {{  // 32 channels x 16 float4 of positions
+            const int64_t c = c0 + i / 16, s = s0 + 4 * (i % 16);
+            if (c < channels && s < spatial) {{
+                const index_t at = ((index_t)n * (index_t)channels + (index_t)c) * (index_t)spatial + (index_t)s;
+                const float* t = &tile[i / 16][4 * (i % 16)];
+{values4}                *reinterpret_cast<float4*>(out + at) = make_float4(
+{results4});
+            }}
+        }}
+        __syncthreads();
+    }}
+}}
+
 void {kernel.name}_launch_from_channels_last(const kf::Operand* o, const kf::Shape& shape, float* out,
                                              bool small_index, cudaStream_t stream) {{
     const int64_t channels = shape.sizes[1], spatial = shape.numel / (shape.sizes[0] * channels);
+    const bool general = {general};
+    const bool aligned = reinterpret_cast<uintptr_t>(o[{source}].data) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+    if (!general && aligned && channels % 4 == 0 && spatial % 4 == 0 && (channels + 31) / 32 <= 65535) {{
+        const dim3 blocks((unsigned)((spatial + 63) / 64), (unsigned)((channels + 31) / 32),
+                          (unsigned)std::min<int64_t>(shape.sizes[0], 65535));
+        if (small_index) {kernel.name}_from_channels_last4<int32_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
+        else {kernel.name}_from_channels_last4<int64_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
+        return;
+    }}
     const dim3 threads(32, 8);
     const dim3 blocks((unsigned)((spatial + 31) / 32), (unsigned)((channels + 31) / 32),
                       (unsigned)std::min<int64_t>(shape.sizes[0], 65535));
-    const bool general = {general};
     if (small_index && !general) {kernel.name}_from_channels_last<int32_t, false><<<blocks, threads, 0, stream>>>({args}, shape, out);
     else if (small_index) {kernel.name}_from_channels_last<int32_t, true><<<blocks, threads, 0, stream>>>({args}, shape, out);
     else if (!general) {kernel.name}_from_channels_last<int64_t, false><<<blocks, threads, 0, stream>>>({args}, shape, out);

@@ -46,6 +46,7 @@ def test_tf32_convolutions_run_channels_last_and_the_epilogue_transposes(tmp_pat
     cuda, text = sources("conv_div_leaky", tmp_path, precision="tf32")
     assert cuda.kernels[0]["reads_channels_last"] == "conv2d" and cuda.kernels[0]["in_place_into"] is None
     assert "kf::channels_last(x)" in text["CPP_SOURCE"] and "kf_to_channels_last<<<" in text["CUDA_SOURCE"]
+    assert "kf_to_channels_last4<<<" in text["CUDA_SOURCE"]  # 16-byte accesses where the sizes allow
     assert "fused_bias_div_leaky_relu_from_channels_last" in text["CUDA_SOURCE"]
     assert "tf32 precision policy" in cuda.path.read_text().split('"""')[1]
     # fp32 on CUDA: cuDNN's fp32 NCHW kernel runs (kfuse.conv's kernels measured slower there) and the epilogue
@@ -263,7 +264,9 @@ def test_channels_last_epilogue_keeps_its_operands_out_of_local_memory(tmp_path)
     _, text = sources("conv_div_leaky", tmp_path, precision="tf32")
     frames = {name: entry.split(" bytes stack frame")[0].rsplit(None, 1)[-1]
               for name, entry in ptxas_entries(text["CUDA_SOURCE"], tmp_path).items() if "from_channels_last" in name}
-    assert len(frames) == 4 and set(frames.values()) == {"0"}, frames
+    # (int32 and int64 indexing) x (plain, general), and the 16-byte-access kernel in both index types
+    assert len(frames) == 6 and set(frames.values()) == {"0"}, frames
+    assert sum("from_channels_last4" in name for name in frames) == 2, frames
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
