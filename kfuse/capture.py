@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from kfuse.rewrite import summed_products_as_dot_products
+
 
 class CaptureError(Exception):
     """The model could not be captured; the message says why, in one sentence."""
@@ -124,6 +126,7 @@ def capture(model: torch.nn.Module, example_inputs: list) -> Captured:
 
     signature = exported.graph_signature
     _drop_same_shape_broadcasts(exported.graph)
+    summed_products_as_dot_products(exported.graph_module)  # before planning: algebra (kfuse/rewrite.py)
     placeholders = [n for n in exported.graph.nodes if n.op == "placeholder"]
     inputs = []
     user_position = 0

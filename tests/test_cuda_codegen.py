@@ -128,7 +128,7 @@ def test_a_returned_convolution_without_bias_or_layout_change_is_kfuse_s_kernel(
 @pytest.mark.parametrize("problem", ["conv_div_leaky", "conv3d_bias_tanh", "conv2d_strided_grouped",
                                      "broadcast_two_inputs", "activation_chain", "losses_rowwise",
                                      "attention_odd_sizes", "pooling_mix", "avg_pool_strips", "scans_mix", "linear_scale_leaky",
-                                     "conv_reductions",
+                                     "conv_reductions", "gemm_sums",
                                      "conv_div_leaky:tf32"])
 def test_nvcc_compiles_the_kernels(problem, tmp_path):
     name, _, precision = problem.partition(":")
@@ -288,7 +288,7 @@ def test_nvcc_compiles_the_small_filter_kernels(tmp_path):
 
 @pytest.mark.skipif(NVCC is None or cuda_include() is None, reason="CUDA toolkit headers not installed")
 @pytest.mark.parametrize("problem", ["conv3d_bias_tanh", "conv2d_strided_grouped", "linear_scale_leaky",
-                                     "losses_rowwise", "attention_odd_sizes", "pooling_mix", "conv_div_leaky:tf32",
+                                     "gemm_sums", "losses_rowwise", "attention_odd_sizes", "pooling_mix", "conv_div_leaky:tf32",
                                      "conv_reductions:tf32"])
 def test_host_side_compiles(problem, tmp_path):
     name, _, precision = problem.partition(":")  # (tf32: a channels-last convolution and kf::channels_last)

@@ -19,6 +19,13 @@ EXPECTED = {
     # kfuse's GEMM (kfuse/gemm.py): the product and its epilogue in one kernel, no library call
     "linear_scale_leaky": ([["linear", "mul", "leaky_relu"]], []),
     "gemm_forms": ([["numpy_T", "matmul"], ["bmm", "mul", "add", "tanh"], ["einsum"], ["addmm"]], []),
+    # a product summed over its output features is a column sum of the weight and a dot product per row
+    # (kfuse/rewrite.py): no GEMM; the scalings move after the sum, a bias adds its own sum
+    "gemm_sums": ([["sum"], ["mul", "sum", "div", "mul"], ["sum"], ["sum"], ["mul", "sum", "add", "mul"], ["sum"],
+                   ["sum"], ["mul", "sum", "add", "mul", "div"]], []),
+    # ... except where the sum is not of the product alone: ReLU between, the scaled product returned, rows summed
+    "gemm_sums_kept": ([["numpy_T", "matmul"], ["relu", "sum"], ["linear", "mul"], ["sum"], ["numpy_T", "matmul"],
+                        ["sum"]], []),
     # convolutions are kfuse kernels (kfuse/conv.py): the bias and the pointwise ops after them run on the sums in
     # registers, the output is written once
     "conv_div_leaky": ([["conv2d", "bias_of_conv2d", "div", "leaky_relu"]], []),

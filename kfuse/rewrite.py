@@ -1,0 +1,175 @@
+"""Algebra on the captured graph before planning: a matrix product summed over its output features is a dot product.
+
+`sum(x @ W^T, dim=-1)` (nn.Linear, matmul or mm with a transposed or plain weight, addmm), scaled by numbers on the
+way, equals `x . colsum(W)`: summing a row's N outputs sums its dot products with W's N rows, which is one dot
+product with the sum of those rows. So the product becomes a column sum of the weight (one read of it) and a
+reduction over x's rows: K instead of N * K multiply-adds per row, and no sum of N rounded GEMM outputs, whose
+errors add up (suite/level2/25: x (1024, 8192) @ W^T (8192, 8192) summed over 8192 outputs missed atol 1e-4 on one
+row near zero). A bias adds its own sum. Multiplying or dividing by a finite number commutes with the sum: those
+ops move after it, in their order, one rounding each as before (an infinite factor would turn zeros into NaNs
+before the sum, not after it: left as it is).
+
+Only where nothing else reads the product or the scaled values (they are not computed any more), the sum covers
+the last dim alone, and every value is fp32 (the dtype kfuse's reduction kernels take).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import torch
+
+TRANSPOSES = {"aten.numpy_T.default", "aten.t.default", "aten.permute.default", "aten.transpose.int"}
+SCALINGS = {"aten.mul.Tensor", "aten.mul.Scalar", "aten.div.Tensor", "aten.div.Scalar"}
+
+
+@dataclass
+class _Product:
+    node: torch.fx.Node
+    x: torch.fx.Node                 # (..., K)
+    weight: torch.fx.Node            # 2-D, K along dim 1 - features_dim
+    features_dim: int                # the weight's N dim: the column sum runs over it
+    bias: torch.fx.Node | None       # (N,)
+    transpose: torch.fx.Node | None  # the view that made the weight (K, N), dead once the product is
+
+
+def _val(node) -> torch.Tensor | None:
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def _is_fp32(*nodes) -> bool:
+    return all(_val(n) is not None and _val(n).dtype == torch.float32 for n in nodes)
+
+
+def _swaps_2d(view: torch.fx.Node) -> bool:
+    """A transpose of a 2-D tensor (each of TRANSPOSES leaves a 1-D tensor or an equal pair of dims as it is)."""
+    source = view.args[0] if view.args else None
+    if not isinstance(source, torch.fx.Node) or _val(source) is None or _val(source).dim() != 2:
+        return False
+    target = str(view.target)
+    if target == "aten.permute.default":
+        return [d % 2 for d in view.args[1]] == [1, 0]
+    if target == "aten.transpose.int":
+        return {view.args[1] % 2, view.args[2] % 2} == {0, 1}
+    return len(view.args) == 1
+
+
+def _product(node: torch.fx.Node) -> _Product | None:
+    """The operands of a product x @ (K, N) [+ bias (N,)] with a 2-D weight, or None."""
+    target = str(node.target)
+    args = list(node.args)
+    if target == "aten.linear.default":
+        x, weight = args[0], args[1]
+        bias = args[2] if len(args) > 2 else node.kwargs.get("bias")
+        if not isinstance(weight, torch.fx.Node) or _val(weight) is None or _val(weight).dim() != 2:
+            return None
+        found = _Product(node, x, weight, 0, bias, None)
+    elif target in ("aten.matmul.default", "aten.mm.default", "aten.addmm.default"):
+        if target == "aten.addmm.default":
+            if len(args) != 3 or node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1:
+                return None
+            bias, x, right = args
+        else:
+            (x, right), bias = args, None
+        if not isinstance(right, torch.fx.Node) or _val(right) is None or _val(right).dim() != 2:
+            return None
+        if str(right.target) in TRANSPOSES and _swaps_2d(right):
+            found = _Product(node, x, right.args[0], 0, bias, right)  # W^T with W (N, K): W read as it is
+        else:
+            found = _Product(node, x, right, 1, bias, None)
+    else:
+        return None
+    out, x, w = _val(node), _val(found.x), _val(found.weight)
+    if out is None or x is None or x.dim() < 1 or x.shape[-1] != w.shape[1 - found.features_dim]:
+        return None
+    if out.shape[-1] != w.shape[found.features_dim]:
+        return None
+    if found.bias is not None:
+        bias = _val(found.bias)
+        if bias is None or tuple(bias.shape) != (out.shape[-1],) or not _is_fp32(found.bias):
+            return None  # (a bias broadcast over N or per row would need a sum of its own shape)
+    return found if _is_fp32(node, found.x, found.weight) else None
+
+
+def _scaling(node: torch.fx.Node, source: torch.fx.Node) -> bool:
+    """`source * number`, `number * source` or `source / number`, the number finite (and a divisor nonzero)."""
+    if node.op != "call_function" or str(node.target) not in SCALINGS or node.kwargs or len(node.args) != 2:
+        return False
+    number = lambda a: isinstance(a, numbers.Real) and not isinstance(a, bool) and math.isfinite(a)  # noqa: E731
+    a, b = node.args
+    if str(node.target).startswith("aten.div"):
+        return a is source and number(b) and b != 0
+    return (a is source and number(b)) or (b is source and number(a))
+
+
+def _last_dim_sum(node: torch.fx.Node, source: torch.fx.Node) -> bool:
+    if node.op != "call_function" or str(node.target) != "aten.sum.dim_IntList" or node.args[0] is not source:
+        return False
+    if node.kwargs.get("dtype") is not None or not _is_fp32(node):
+        return False
+    rank = _val(source).dim()
+    dims = node.args[1] if len(node.args) > 1 else None
+    return isinstance(dims, (list, tuple)) and len(dims) == 1 and dims[0] % rank == rank - 1
+
+
+def _chain(product: torch.fx.Node) -> tuple[list[torch.fx.Node], torch.fx.Node] | None:
+    """The scalings between the product and its last-dim sum, and the sum; each value with one user."""
+    scalings, value = [], product
+    while len(value.users) == 1:
+        user = next(iter(value.users))
+        if _last_dim_sum(user, value):
+            return scalings, user
+        if not _scaling(user, value) or not _is_fp32(user):
+            return None
+        scalings.append(user)
+        value = user
+    return None
+
+
+def _call(graph: torch.fx.Graph, target, args: tuple, name: str | None = None) -> torch.fx.Node:
+    """A new node with its `val` (the FakeTensor the planner reads shapes and dtypes from); the name, where given,
+    is the generated code's variable."""
+    node = graph.create_node("call_function", target, args, name=name)
+    with torch.no_grad():
+        node.meta["val"] = target(*torch.fx.node.map_arg(args, lambda n: n.meta["val"]))
+    return node
+
+
+def summed_products_as_dot_products(graph_module: torch.fx.GraphModule) -> int:
+    """Rewrite every `sum(scalings(x @ W^T [+ b]), -1)` as `scalings(sum(x * colsum(W), -1) [+ sum(b)])`;
+    returns how many were rewritten."""
+    aten = torch.ops.aten
+    graph = graph_module.graph
+    done = 0
+    # In graph order, each rewritten as found: a product reading an earlier rewritten sum sees its new value. The
+    # nodes erased on the way are sums, scalings and views, never a product still to visit.
+    for node in list(graph.nodes):
+        product = _product(node) if node.op == "call_function" else None
+        chain = _chain(node) if product is not None else None
+        if chain is None:
+            continue
+        scalings, total = chain
+        keepdim = total.args[2] if len(total.args) > 2 else total.kwargs.get("keepdim", False)
+        with graph.inserting_before(total):
+            colsum = _call(graph, aten.sum.dim_IntList, (product.weight, [product.features_dim]), "colsum")
+            terms = _call(graph, aten.mul.Tensor, (product.x, colsum), "x_colsum")
+            value = _call(graph, aten.sum.dim_IntList, (terms, [-1], keepdim), "dot")
+            if product.bias is not None:
+                bias_sum = _call(graph, aten.sum.default, (product.bias,), "bias_sum")
+                value = _call(graph, aten.add.Tensor, (value, bias_sum), "dot_bias")
+            for scaling in scalings:  # (its one tensor operand is the value before it)
+                args = tuple(value if isinstance(a, torch.fx.Node) else a for a in scaling.args)
+                value = _call(graph, scaling.target, args)
+        total.replace_all_uses_with(value)
+        for dead in [total, *reversed(scalings), product.node]:
+            graph.erase_node(dead)
+        if product.transpose is not None and not product.transpose.users:
+            graph.erase_node(product.transpose)  # (a W^T read by another product too stays)
+        done += 1
+    if done:
+        graph.lint()
+        graph_module.recompile()
+    return done
