@@ -340,9 +340,9 @@ REDUCE_DEVICE_RUNTIME = r"""
 namespace kf {
 struct RConfig { bool column; int width; int group; int splits; unsigned blocks; unsigned threads; };
 // column: the kept dim is the contiguous one (a 32x8 block covers 32 rows, or 128 when each thread takes `width`
-// 4 neighbouring rows a float4 at a time); else `group` threads per row (a warp for short rows and for rows up to
-// 2048 when there are enough of them to fill the GPU, the whole block for long ones). Few rows and long
-// reductions split the reduced range.
+// 4 neighbouring rows a float4 at a time); else `group` threads per row (4-16 lanes of a warp for rows of up to 64,
+// a float4 each; a warp for short rows and for rows up to 2048 when there are enough of them to fill the GPU; the
+// whole block for long ones). Few rows and long reductions split the reduced range.
 inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms) {
     RConfig c;
     c.column = column;
@@ -356,10 +356,13 @@ inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms) {
         c.threads = 256;
         c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>(tiles * c.splits, (int64_t)sms * 16));
     } else if (g.rlen <= 256 || (g.rlen <= 2048 && g.rows >= (int64_t)sms * 32)) {
-        // a warp per row: no block-wide barriers between rows (min over rows of 1024: 3.66 -> 1.55 ms on an H100)
+        // a warp per row: no block-wide barriers between rows (min over rows of 1024: 3.66 -> 1.55 ms on an H100);
+        // rows of up to 64, part of a warp each (a float4 per lane), so no lane idles and fewer shuffles run
         c.group = 32;
+        while (c.group > 4 && (int64_t)c.group / 2 * 4 >= g.rlen) c.group /= 2;  // half still a float4 per lane
         c.threads = 256;
-        c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((g.rows + 7) / 8, (int64_t)sms * 16));
+        const int per_block = c.threads / c.group;
+        c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((g.rows + per_block - 1) / per_block, (int64_t)sms * 16));
     } else {
         c.group = g.rlen <= 2048 ? 128 : (g.rlen <= 16384 ? 256 : 512);
         c.threads = c.group;
@@ -1556,21 +1559,25 @@ void {n}_run(const {n}_args& A, const kf::RGeom& g) {{
 
     def shuffles(self) -> str:
         n = self.n
-        down = "".join(f" t.{name} = __shfl_down_sync(0xffffffffu, s.{name}, off);" for _, name, _ in self.red.fields)
-        bcast = "".join(f" t.{name} = __shfl_sync(0xffffffffu, s.{name}, 0);" for _, name, _ in self.red.fields)
+        down = "".join(f" t.{name} = __shfl_down_sync(0xffffffffu, s.{name}, off, width);"
+                       for _, name, _ in self.red.fields)
+        bcast = "".join(f" t.{name} = __shfl_sync(0xffffffffu, s.{name}, 0, width);" for _, name, _ in self.red.fields)
         return f"""
-__device__ __forceinline__ {n}_state {n}_shfl_down(const {n}_state& s, int off) {{ {n}_state t;{down} return t; }}
-__device__ __forceinline__ {n}_state {n}_shfl_first(const {n}_state& s) {{ {n}_state t;{bcast} return t; }}
-// Merge over the `group` threads of a row (a warp, or the whole block): every thread gets the same state.
+// (within segments of `width` lanes: a group narrower than a warp reduces its own row only)
+__device__ __forceinline__ {n}_state {n}_shfl_down(const {n}_state& s, int off, int width) {{ {n}_state t;{down} return t; }}
+__device__ __forceinline__ {n}_state {n}_shfl_first(const {n}_state& s, int width) {{ {n}_state t;{bcast} return t; }}
+// Merge over the `group` threads of a row (part of a warp, a warp, or the whole block): every thread gets the same
+// state. Every lane of the warp takes part (the rows kernel keeps its loop warp-uniform).
 __device__ __forceinline__ {n}_state {n}_group_reduce({n}_state s, int group, {n}_state* red) {{
-    for (int off = 16; off > 0; off >>= 1) {n}_merge(s, {n}_shfl_down(s, off));
-    if (group <= 32) return {n}_shfl_first(s);
+    const int width = group < 32 ? group : 32;
+    for (int off = width / 2; off > 0; off >>= 1) {n}_merge(s, {n}_shfl_down(s, off, width));
+    if (group <= 32) return {n}_shfl_first(s, width);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (lane == 0) red[warp] = s;
     __syncthreads();
     if (warp == 0) {{
         s = lane < group / 32 ? red[lane] : {n}_init();
-        for (int off = 16; off > 0; off >>= 1) {n}_merge(s, {n}_shfl_down(s, off));
+        for (int off = 16; off > 0; off >>= 1) {n}_merge(s, {n}_shfl_down(s, off, 32));
         if (lane == 0) red[0] = s;
     }}
     __syncthreads();
@@ -1625,13 +1632,18 @@ __global__ void {n}_rows({n}_args A, kf::RGeom g, int group, int splits, int sta
     const int lane = threadIdx.x % group, per_block = blockDim.x / group;
     const index_t chunk = (index_t)((((g.rlen + splits - 1) / splits) + 3) / 4 * 4);
     const int64_t units = g.rows * splits;
-    for (int64_t u = (int64_t)blockIdx.x * per_block + threadIdx.x / group; u < units;
-         u += (int64_t)gridDim.x * per_block) {{
+    // Groups narrower than a warp: the warp steps through its units together (`first` is its lowest), so the
+    // shuffles always have every lane; a group past the last unit reduces an empty range and writes nothing.
+    const int sub = group < 32 ? (threadIdx.x % 32) / group : 0;
+    for (int64_t first = (int64_t)blockIdx.x * per_block + threadIdx.x / group - sub; first < units;
+         first += (int64_t)gridDim.x * per_block) {{
+        const bool live = first + sub < units;
+        const int64_t u = live ? first + sub : first;
         const index_t o = (index_t)(u / splits);
         const int split = (int)(u % splits);
         const index_t r0 = (index_t)split * chunk;
         const int64_t end = (int64_t)r0 + chunk;
-        const index_t r1 = (index_t)(end < g.rlen ? end : g.rlen);
+        const index_t r1 = live ? (index_t)(end < g.rlen ? end : g.rlen) : r0;
         index_t ob[{nv}];
         {n}_row_offsets<index_t>(A, g, o, ob);
         const int head = {n}_vec_head<index_t>(A, g, ob, r0);
@@ -1641,11 +1653,11 @@ __global__ void {n}_rows({n}_args A, kf::RGeom g, int group, int splits, int sta
 {acc_rows}        if (stage == 2) {{ for (int j = lane; j < splits; j += group) {n}_merge(s, ws[u - split + j]); }}
         s = {n}_group_reduce(s, group, red);
         if (stage == 1) {{
-            if (lane == 0) ws[u] = s;
+            if (live && lane == 0) ws[u] = s;
             continue;
         }}
         const {n}_row rv = {n}_finish<index_t>(A, g, s, (kf_acc)g.rlen, ob);
-        if (split == 0 && lane == 0) {n}_write_row<index_t>(A, s, rv, o, ob);
+        if (live && split == 0 && lane == 0) {n}_write_row<index_t>(A, s, rv, o, ob);
 {full_rows}    }}
 }}
 

@@ -435,3 +435,40 @@ def test_local_statics_of_templates_stay_in_their_extension(problem, tmp_path):
     found = template_functions_with_local_statics(text["CUDA_SOURCE"])
     assert found, "expected a template with a local static (the shared-memory opt-in)"
     assert all(found.values()), found
+
+
+GXX = shutil.which("g++")
+
+
+@pytest.mark.skipif(GXX is None, reason="g++ not installed")
+def test_short_rows_take_part_of_a_warp_each(tmp_path):
+    """The rows kernel's launch shape, run on the host (g++): rows of up to 64 get 4-16 lanes (a float4 each),
+    longer ones a warp or a block; the group must divide the warp so the narrowed shuffles stay inside a row."""
+    from kfuse.codegen import MAX_DIMS
+    from kfuse.reduce import REDUCE_DECLS, REDUCE_DEVICE_RUNTIME
+    runtime = REDUCE_DEVICE_RUNTIME.split("}  // namespace kf\n")[0] + "}  // namespace kf\n"
+    lengths = [1, 4, 7, 16, 17, 33, 64, 65, 100, 256, 1000, 100000]
+    calls = "".join(f"    show(kf_row_config({n}));\n" for n in lengths)
+    program = tmp_path / "config.cpp"
+    program.write_text(f"""#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#define KF_MAX_DIMS {MAX_DIMS}
+{REDUCE_DECLS}
+{runtime}
+static kf::RConfig kf_row_config(int64_t rlen) {{
+    kf::RGeom g{{}};
+    g.ond = 1; g.rnd = 1; g.osz[0] = g.rows = 1 << 20; g.rsz[0] = g.rlen = rlen;
+    return kf::reduce_config(g, false, 1, 132);
+}}
+static void show(const kf::RConfig& c) {{ std::printf("%d %u\\n", c.group, c.threads); }}
+int main() {{
+{calls}}}
+""")
+    subprocess.run([GXX, "-std=c++17", "-O1", str(program), "-o", str(tmp_path / "config")], check=True)
+    out = subprocess.run([str(tmp_path / "config")], capture_output=True, text=True, check=True).stdout.split()
+    groups = dict(zip(lengths, map(int, out[0::2])))
+    assert groups == {1: 4, 4: 4, 7: 4, 16: 4, 17: 8, 33: 16, 64: 16, 65: 32, 100: 32, 256: 32, 1000: 32,
+                      100000: 512}
+    assert all(32 % g == 0 or g % 32 == 0 for g in groups.values())
+
