@@ -431,7 +431,10 @@ def test_ctrl_c_keeps_finished_results(tmp_path, honest_built, engine):
     command = [sys.executable, "-m", "kfuse", "bench", str(problems), "--candidates", str(candidates), "--device",
                "cpu", "--no-timing", "--out", str(out)] + (["--ray", "local", "--workers", "2"] if engine == "ray" else [])
     env = {**os.environ, "TMPDIR": str(scratch), "RAY_TMPDIR": "/tmp/ray", "RAY_USAGE_STATS_ENABLED": "0"}
-    bench = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # Ctrl-C as at a terminal: SIGINT at its default in the bench (a shell's background job, which pytest may be,
+    # hands its children SIGINT ignored, and then the signal below would never arrive)
+    bench = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while not list((out / "cache").glob("*.json")) and time.monotonic() < deadline and bench.poll() is None:
         time.sleep(0.5)
