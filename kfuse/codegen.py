@@ -53,6 +53,23 @@ KF_HD float load(const Operand& o, index_t i) {{
     if (o.step == 0) return o.data[0];
     return o.data[(i / (index_t)o.inner) % (index_t)o.count * (index_t)o.stride];
 }}
+#ifdef __CUDACC__
+// The 16-byte transposes' first half (256 threads): rows [r0, r0 + 64) x columns [k0, k0 + 32) of a [rows][cols]
+// matrix (columns contiguous; both counts multiples of 4, 16-byte aligned) into tile[column][row], a float4 load
+// along the columns per step. The padded row makes the fills conflict-free.
+__device__ __forceinline__ void fill_tile4(float (&tile)[32][64 + 1], const float* __restrict__ src, int64_t rows,
+                                           int64_t cols, int64_t r0, int64_t k0) {{
+    #pragma unroll
+    for (int i = threadIdx.x; i < 64 * 8; i += 256) {{  // 64 rows x 8 float4 of columns
+        const int64_t r = r0 + i / 8, k = k0 + 4 * (i % 8);
+        if (r < rows && k < cols) {{
+            const float4 v = *reinterpret_cast<const float4*>(src + r * cols + k);
+            const int row = 4 * (i % 8), col = i / 8;
+            tile[row][col] = v.x; tile[row + 1][col] = v.y; tile[row + 2][col] = v.z; tile[row + 3][col] = v.w;
+        }}
+    }}
+}}
+#endif
 }}  // namespace kf
 """
 
@@ -189,20 +206,11 @@ __global__ void kf_to_channels_last(const float* __restrict__ in, float* __restr
 // (no __launch_bounds__(256): with it CUDA 13's ptxas capped the kernels at 48 registers and spilled)
 __global__ void kf_to_channels_last4(const float* __restrict__ in, float* __restrict__ out, int64_t batch,
                                      int64_t channels, int64_t spatial) {
-    __shared__ float tile[32][64 + 1];  // [position][channel]; the padding makes the fills conflict-free
+    __shared__ float tile[32][64 + 1];  // [position][channel]
     const int64_t c0 = (int64_t)blockIdx.x * 64, s0 = (int64_t)blockIdx.y * 32;
     for (int64_t n = blockIdx.z; n < batch; n += gridDim.z) {
-        const float* src = in + n * channels * spatial;
         float* dst = out + n * channels * spatial;
-        #pragma unroll
-        for (int i = threadIdx.x; i < 64 * 8; i += 256) {  // 64 channels x 8 float4 of positions
-            const int64_t c = c0 + i / 8, s = s0 + 4 * (i % 8);
-            if (c < channels && s < spatial) {
-                const float4 v = *reinterpret_cast<const float4*>(src + c * spatial + s);
-                const int row = 4 * (i % 8), col = i / 8;
-                tile[row][col] = v.x; tile[row + 1][col] = v.y; tile[row + 2][col] = v.z; tile[row + 3][col] = v.w;
-            }
-        }
+        kf::fill_tile4(tile, in + n * channels * spatial, channels, spatial, c0, s0);
         __syncthreads();
         #pragma unroll
         for (int i = threadIdx.x; i < 32 * 16; i += 256) {  // 32 positions x 16 float4 of channels
@@ -491,20 +499,11 @@ __global__ void {kernel.name}_from_channels_last({operands}, kf::Shape shape, fl
 // result or per channel): 64 positions x 32 channels per block.
 template <typename index_t>
 __global__ void {kernel.name}_from_channels_last4({operands}, kf::Shape shape, float* __restrict__ out) {{
-    __shared__ float tile[32][64 + 1];  // [channel][position]; the padding makes the fills conflict-free
+    __shared__ float tile[32][64 + 1];  // [channel][position]
     const int64_t channels = shape.sizes[1], spatial = shape.numel / (shape.sizes[0] * channels);
     const int64_t s0 = (int64_t)blockIdx.x * 64, c0 = (int64_t)blockIdx.y * 32;
 {per_channel}    for (int64_t n = blockIdx.z; n < shape.sizes[0]; n += gridDim.z) {{
-        const float* src = o{source}.data + n * spatial * channels;
-        #pragma unroll
-        for (int i = threadIdx.x; i < 64 * 8; i += 256) {{  // 64 positions x 8 float4 of channels
-            const int64_t s = s0 + i / 8, c = c0 + 4 * (i % 8);
-            if (s < spatial && c < channels) {{
-                const float4 v = *reinterpret_cast<const float4*>(src + s * channels + c);
-                const int row = 4 * (i % 8), col = i / 8;
-                tile[row][col] = v.x; tile[row + 1][col] = v.y; tile[row + 2][col] = v.z; tile[row + 3][col] = v.w;
-            }}
-        }}
+        kf::fill_tile4(tile, o{source}.data + n * spatial * channels, spatial, channels, s0, c0);
         __syncthreads();
         #pragma unroll
         for (int i = threadIdx.x; i < 32 * 16; i += 256) {{  // 32 channels x 16 float4 of positions

@@ -11,18 +11,16 @@ fresh random inputs, float64 parity, no timing).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kfuse.judge import CheckOptions, check  # noqa: E402
+from gpu_transpose_check import judge_all, write_rows  # noqa: E402
+from kfuse.judge import CheckOptions  # noqa: E402
 from kfuse.optimize import optimize  # noqa: E402
 
 HEADER = "import torch\nimport torch.nn as nn\n\n\n"
@@ -110,16 +108,12 @@ def main() -> None:
         problem = write_problem(folder, name)
         emitted[name] = (problem, optimize(problem, folder / f"{name}_new.py", "cuda", "fp32").path)
     options = CheckOptions(device="cuda", time=False, compile_modes=[], timeout=400)
-    with ThreadPoolExecutor(4) as pool:  # builds overlap; each check's trials are short
-        verdicts = dict(zip(emitted, pool.map(lambda pc: check(pc[0], pc[1], options), emitted.values())))
+    verdicts = judge_all(emitted, options, jobs=4)
     rows = []
     for name, verdict in verdicts.items():
         rows.append({"problem": name, "status": verdict["status"], "reasons": verdict["reasons"]})
         print(f"{name:20s} {verdict['status']:10s} {verdict['reasons'][:1]}", flush=True)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "short-rows-check.json").write_text(json.dumps(
-            {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, indent=1))
+    write_rows(args.out, "short-rows-check.json", rows)
 
 
 if __name__ == "__main__":

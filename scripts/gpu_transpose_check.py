@@ -89,6 +89,19 @@ def run_direct(candidate: Path, problem: Path) -> tuple[list[str], float]:
     return kernels, (got - want).abs().max().item()
 
 
+def judge_all(emitted: dict[str, tuple[Path, Path]], options: CheckOptions, jobs: int) -> dict[str, dict]:
+    """`kfuse check` of each (problem, candidate), `jobs` at a time: builds overlap, each check's trials are short."""
+    with ThreadPoolExecutor(jobs) as pool:
+        return dict(zip(emitted, pool.map(lambda pc: check(pc[0], pc[1], options), emitted.values())))
+
+
+def write_rows(out: Path | None, name: str, rows: list[dict]) -> None:
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(json.dumps(
+            {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
@@ -100,8 +113,7 @@ def main() -> None:
         emitted[name] = (problem, optimize(problem, folder / f"{name}_new.py", "cuda", "tf32").path)
 
     options = CheckOptions(device="cuda", time=False, compile_modes=[], precision="tf32", timeout=400)
-    with ThreadPoolExecutor(3) as pool:  # builds overlap; each check's trials are short
-        verdicts = dict(zip(emitted, pool.map(lambda pc: check(pc[0], pc[1], options), emitted.values())))
+    verdicts = judge_all(emitted, options, jobs=3)
     rows = []
     for name, (problem, candidate) in emitted.items():
         verdict = verdicts[name]
@@ -109,10 +121,7 @@ def main() -> None:
         rows.append({"case": name, "shape": CASES[name], "status": verdict["status"],
                      "reasons": verdict["reasons"], "channels_last_kernels": kernels, "max_abs_diff_same_conv": diff})
         print(f"{name:15s} {verdict['status']:10s} diff {diff:.1e} {kernels} {verdict['reasons'][:1]}", flush=True)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "transpose-check.json").write_text(json.dumps(
-            {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, indent=1))
+    write_rows(args.out, "transpose-check.json", rows)
 
 
 if __name__ == "__main__":
