@@ -1,0 +1,132 @@
+"""Which host path makes a launch-bound ModelNew as fast as eager? a + b (1x128), four ways of calling one kernel.
+
+    PYTHONPATH=. python scripts/gpu_host_variants.py --out DIR [--rounds 400]
+
+The judge times a + b at ~0.10 ms for kfuse's file and ~0.045 ms for eager (`results/host-path-a-plus-b-*.txt`),
+while a warm tight loop shows only ~3 us between them: the gap lives in how the call behaves right after the
+judge's refill, synchronize and L2 flush. This writes four ModelNew files for the same kernel and times each the
+judge's way (kfuse.problem.time_one_call after a refill and a sync, interleaved rounds, one process), plus the
+host microseconds of the call alone:
+- emitted:  the file as kfuse writes it (`kernels.forward(...)` through torch.ops' packet, a list back);
+- overload: the op's `.default` overload bound once at import (skips the packet's Python layer);
+- pybind:   the same C++ built as a pybind11 module (load_inline's `functions=`: no dispatcher, no boxing);
+- eager:    ModelNew whose forward is `a + b` (torch's own kernel; the control).
+Then `kfuse check` judges each file (seed 0, no torch.compile) so the verdicts can be set beside the loop's.
+Writes DIR/host-variants.json and DIR/host-variants.txt.
+"""
+
+import argparse
+import json
+import re
+import runpy
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from kfuse.optimize import optimize  # noqa: E402
+from kfuse.problem import L2Flush, load_problem, make_inputs, time_one_call  # noqa: E402
+
+PROBLEM = "suite/level1/74_add_1x128.py"
+
+
+def variants(emitted: str) -> dict[str, str]:
+    name = re.search(r"kernels = torch\.ops\.(\w+)", emitted).group(1)
+    overload = emitted.replace(f"kernels = torch.ops.{name}\n",
+                               f"kernels = torch.ops.{name}\nforward_op = kernels.forward.default\n")
+    overload = overload.replace("outputs = kernels.forward(", "outputs = forward_op(")
+    # pybind: torch's implicit headers (torch/extension.h) and a PYBIND11_MODULE exporting forward
+    pybind = re.sub(r"\nTORCH_LIBRARY\(\w+, m\) \{\n    m\.def\(\"forward\", &forward\);\n\}\n", "\n", emitted)
+    pybind = re.sub(r"load_inline\(\n    name=\"(\w+)\",", r'kernels = load_inline(\n    name="\1_pybind",', pybind)
+    pybind = pybind.replace("    is_python_module=False,\n", "    is_python_module=True,\n    functions=[\"forward\"],\n")
+    pybind = pybind.replace("    **LIGHT_HEADERS,\n", "")
+    pybind = pybind.replace(f"kernels = torch.ops.{name}\n", "")
+    eager = re.sub(r"outputs = kernels\.forward\(a, b\)\n        return outputs\[0\]", "return a + b", emitted)
+    assert overload != emitted and pybind != emitted and eager != emitted, "the emitted file changed shape"
+    return {"emitted": emitted, "overload": overload, "pybind": pybind, "eager": eager}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--rounds", type=int, default=400)
+    parser.add_argument("--no-check", action="store_true")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    device = torch.device("cuda")
+    emitted_path = args.out / "emitted.py"
+    optimize(Path(PROBLEM), emitted_path, "cuda", "fp32")
+    files = {}
+    for label, text in variants(emitted_path.read_text()).items():
+        files[label] = args.out / f"add_{label}.py"
+        files[label].write_text(text)
+
+    problem, init_inputs = load_problem(PROBLEM)
+    models, built = {}, {}
+    for label, path in files.items():
+        began = time.perf_counter()
+        models[label] = runpy.run_path(str(path))["ModelNew"](*init_inputs).to(device)
+        built[label] = round(time.perf_counter() - began, 1)
+    inputs = make_inputs(problem, 1, device)
+    flush = L2Flush(device)
+    timed = {label: [] for label in models}
+    host = {label: [] for label in models}
+    labels = list(models)
+    with torch.no_grad():
+        for model in models.values():
+            for _ in range(20):
+                model(*inputs)
+        for r in range(args.rounds):
+            for label in labels[r % len(labels):] + labels[:r % len(labels)]:
+                for t in inputs:  # the judge's refill, then its synchronize
+                    t.uniform_()
+                torch.cuda.synchronize()
+                model = models[label]
+
+                def call():
+                    began = time.perf_counter()
+                    out = model(*inputs)
+                    host[label].append((time.perf_counter() - began) * 1e6)
+                    return out
+
+                ms, out = time_one_call(call, device, flush)
+                timed[label].append(ms * 1e3)
+    rows = {label: {"timed_median_us": statistics.median(timed[label]), "timed_min_us": min(timed[label]),
+                    "host_median_us": statistics.median(host[label]), "import_s": built[label]} for label in labels}
+
+    checks = {}
+    if not args.no_check:
+        for label, path in files.items():
+            verdict = args.out / f"check-{label}.json"
+            subprocess.run([sys.executable, "-m", "kfuse", "check", PROBLEM, str(path), "--seed", "0",
+                            "--compile-modes", "none", "--json", str(verdict)], check=False,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                v = json.loads(verdict.read_text())
+                stats = v["timing"]["stats"]
+                checks[label] = {"status": v["status"], "candidate_ms": stats["candidate"]["median_ms"],
+                                 "eager_ms": stats["eager"]["median_ms"]}
+            except (OSError, KeyError, TypeError, json.JSONDecodeError) as err:
+                checks[label] = {"error": repr(err)}
+
+    lines = [f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; a + b (1x128), {args.rounds} "
+             f"interleaved rounds the judge's way (refill, sync, L2 flush, events), us",
+             f"{'variant':10s} {'timed med':>10s} {'timed min':>10s} {'host med':>9s} {'import s':>9s}   kfuse check"]
+    for label in labels:
+        row, c = rows[label], checks.get(label, {})
+        judged = (f"{c['status']}: candidate {c['candidate_ms'] * 1e3:.1f} us, eager {c['eager_ms'] * 1e3:.1f} us"
+                  if "candidate_ms" in c else c.get("error", "-"))
+        lines.append(f"{label:10s} {row['timed_median_us']:10.1f} {row['timed_min_us']:10.1f} "
+                     f"{row['host_median_us']:9.1f} {row['import_s']:9.1f}   {judged}")
+    text = "\n".join(lines)
+    print(text)
+    (args.out / "host-variants.txt").write_text(text + "\n")
+    (args.out / "host-variants.json").write_text(json.dumps({"rows": rows, "checks": checks}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
