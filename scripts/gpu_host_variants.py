@@ -12,7 +12,7 @@ host microseconds of the call alone:
 - pybind:   the same C++ built as a pybind11 module (load_inline's `functions=`: no dispatcher, no boxing);
 - eager:    ModelNew whose forward is `a + b` (torch's own kernel; the control).
 Then `kfuse check` judges each file (seed 0, no torch.compile) so the verdicts can be set beside the loop's.
-Writes DIR/host-variants.json and DIR/host-variants.txt.
+Writes DIR/host-variants.json and DIR/host-variants.txt. Honours KFUSE_GPU_LOCK (kfuse.gpulock) like the judge.
 """
 
 import argparse
@@ -29,6 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kfuse.optimize import optimize  # noqa: E402
+from kfuse import gpulock  # noqa: E402
 from kfuse.problem import L2Flush, load_problem, make_inputs, time_one_call  # noqa: E402
 
 PROBLEM = "suite/level1/74_add_1x128.py"
@@ -76,7 +77,8 @@ def main() -> None:
     timed = {label: [] for label in models}
     host = {label: [] for label in models}
     labels = list(models)
-    with torch.no_grad():
+    # Beside a `kfuse bench --per-gpu N` (its lock file in KFUSE_GPU_LOCK), the loop takes the GPU as its timing does.
+    with torch.no_grad(), gpulock.from_environment().exclusive():
         for model in models.values():
             for _ in range(20):
                 model(*inputs)
