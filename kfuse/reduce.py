@@ -53,6 +53,9 @@ class Reducer:
     update4: str | None = None
     # a state of two fields that still fits the column kernels in 32 registers (an arg-extreme's value and index)
     light: bool = False
+    # whether the result depends on the order the elements come in beyond rounding (an arg-extreme's first index):
+    # the reduced dims are then visited in the source's logical order, else in the order of its memory
+    ordered: bool = False
 
 
 _SUM = Reducer((("kf_acc", "s", "0"),), "s.s += (kf_acc)v;", "a.s += b.s;")
@@ -67,10 +70,12 @@ REDUCERS = {
     "min": Reducer((("float", "m", "INFINITY"),), "s.m = kfr_min(s.m, v);", "a.m = kfr_min(a.m, b.m);"),
     "argmax": Reducer((("float", "m", "-INFINITY"), ("int64_t", "i", "INT64_MAX")),
                       "kfr_argmax_next(s.m, s.i, v, r);", "kfr_argmax_step(a.m, a.i, b.m, b.i);",
-                      partials=False, update4="kfr_argmax_next4(s.m, s.i, v0, v1, v2, v3, r);", light=True),
+                      partials=False, update4="kfr_argmax_next4(s.m, s.i, v0, v1, v2, v3, r);", light=True,
+                      ordered=True),
     "argmin": Reducer((("float", "m", "INFINITY"), ("int64_t", "i", "INT64_MAX")),
                       "kfr_argmin_next(s.m, s.i, v, r);", "kfr_argmin_step(a.m, a.i, b.m, b.i);",
-                      partials=False, update4="kfr_argmin_next4(s.m, s.i, v0, v1, v2, v3, r);", light=True),
+                      partials=False, update4="kfr_argmin_next4(s.m, s.i, v0, v1, v2, v3, r);", light=True,
+                      ordered=True),
     # Welford: one read, numerically stable; Chan's formula merges two partial states.
     "welford": Reducer((("kf_acc", "mean", "0"), ("kf_acc", "m2", "0"), ("kf_acc", "n", "0")),
                        "kfr_welford_step(s.mean, s.m2, s.n, (kf_acc)v);",
@@ -240,7 +245,11 @@ inline std::vector<int64_t> broadcast_shape(const std::vector<at::Tensor>& ts) {
     return sizes;
 }
 // Fills the geometry and the views' strides; dims of size 1 drop out, neighbours merge where every view allows.
-inline void reduce_geometry(const std::vector<at::Tensor>& views, const std::vector<int64_t>& dims, RGeom& g, RView* out) {
+// Kept and reduced dims, each coalesced where every view allows. `order_by` >= 0: the reduced dims are visited in
+// the memory order of that view (its largest stride outermost), so a channels-last source read by a group norm
+// walks its 8 channels of a pixel, then the next pixel, rather than one channel plane at a time.
+inline void reduce_geometry(const std::vector<at::Tensor>& views, const std::vector<int64_t>& dims, RGeom& g, RView* out,
+                            int order_by = -1) {
     const int64_t nd = views[0].dim();
     TORCH_CHECK(nd <= KF_MAX_DIMS, "kfuse reductions support up to ", KF_MAX_DIMS, " dimensions");
     const size_t nv = views.size();
@@ -254,7 +263,13 @@ inline void reduce_geometry(const std::vector<at::Tensor>& views, const std::vec
     for (int level = 0; level < 2; ++level) {
         int n = 0;
         int64_t* sz = level == 0 ? g.osz : g.rsz;
-        for (int64_t d = 0; d < nd; ++d) {
+        std::vector<int64_t> visit(nd);  // kept dims in logical order (the rows' order), reduced ones maybe not
+        for (int64_t d = 0; d < nd; ++d) visit[d] = d;
+        if (level == 1 && order_by >= 0) {
+            const at::Tensor& by = views[order_by];
+            std::stable_sort(visit.begin(), visit.end(), [&](int64_t a, int64_t b) { return by.stride(a) > by.stride(b); });
+        }
+        for (const int64_t d : visit) {
             const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
             if (reduced != (level == 1) || views[0].size(d) == 1) continue;
             bool merge = n > 0;
@@ -895,6 +910,9 @@ class ReduceKernel:
     index_outputs: list[torch.fx.Node] = field(default_factory=list)
     full_outputs: list[torch.fx.Node] = field(default_factory=list)
     bias: tuple[str, str] | None = None   # (convolution output, its bias): added to it as it is read, per channel
+    # full outputs contiguous whatever the source's layout (it is a convolution's output made channels-last here,
+    # and the caller expects the layout eager gives); else laid out like the source
+    contiguous_outputs: bool = False
 
     @property
     def value_node(self) -> torch.fx.Node | None:
@@ -1836,7 +1854,8 @@ void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms
             lines.append(f"    views.push_back({view}{split});")
         outs = []
         for j, node in enumerate(k.full_outputs):
-            lines.append(f"    at::Tensor f{j} = kf::alloc_like(t{self.column_view()}, S, opts);")
+            alloc = "at::empty(S, opts)" if k.contiguous_outputs else f"kf::alloc_like(t{self.column_view()}, S, opts)"
+            lines.append(f"    at::Tensor f{j} = {alloc};")
             lines.append(f"    views.push_back(f{j}{split});")
             outs.append(f"f{j}")
         if k.row_outputs or k.index_outputs:
@@ -1848,7 +1867,11 @@ void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms
             lines.append("    at::Tensor weights = at::empty(rshape, opts);  // each row's weight in the mean")
         for j, node in enumerate(k.index_outputs):
             lines.append(f"    at::Tensor i{j} = at::empty(rshape, opts.dtype(at::kLong));")
-        lines += [f"    {n}_args A;", "    kf::RGeom g;", "    kf::reduce_geometry(views, view_dims, g, A.v);"]
+        # the reduced dims walked in the source's memory order, unless a reduced index means something (an
+        # arg-extreme's first index, a class target's position)
+        by_index = self.red.ordered or k.index_outputs or "SOURCE_AT(" in (spec.row or "")
+        order = "" if by_index else f", {self.column_view()}"
+        lines += [f"    {n}_args A;", "    kf::RGeom g;", f"    kf::reduce_geometry(views, view_dims, g, A.v{order});"]
         lines += [f"    A.rowout[{j}] = r{j}.data_ptr<float>();" for j in range(len(k.row_outputs))]
         if spec.row_weight is not None:
             lines.append(f"    A.rowout[{len(k.row_outputs)}] = weights.data_ptr<float>();")
