@@ -341,7 +341,7 @@ def _reduce_conv_channels_last(kernel, steps: list[Step], precision: str) -> Non
         if (call is not None and call.anchor and set(call.node.users) <= inside
                 and _runs_channels_last(call.node, precision)):
             call.channels_last = True
-            kernel.contiguous_outputs = True
+            kernel.channels_last_source = True
 
 
 def _eager_conv_is_tf32(node: torch.fx.Node) -> bool:

@@ -245,11 +245,7 @@ inline std::vector<int64_t> broadcast_shape(const std::vector<at::Tensor>& ts) {
     return sizes;
 }
 // Fills the geometry and the views' strides; dims of size 1 drop out, neighbours merge where every view allows.
-// Kept and reduced dims, each coalesced where every view allows. `order_by` >= 0: the reduced dims are visited in
-// the memory order of that view (its largest stride outermost), so a channels-last source read by a group norm
-// walks its 8 channels of a pixel, then the next pixel, rather than one channel plane at a time.
-inline void reduce_geometry(const std::vector<at::Tensor>& views, const std::vector<int64_t>& dims, RGeom& g, RView* out,
-                            int order_by = -1) {
+inline void reduce_geometry(const std::vector<at::Tensor>& views, const std::vector<int64_t>& dims, RGeom& g, RView* out) {
     const int64_t nd = views[0].dim();
     TORCH_CHECK(nd <= KF_MAX_DIMS, "kfuse reductions support up to ", KF_MAX_DIMS, " dimensions");
     const size_t nv = views.size();
@@ -263,13 +259,7 @@ inline void reduce_geometry(const std::vector<at::Tensor>& views, const std::vec
     for (int level = 0; level < 2; ++level) {
         int n = 0;
         int64_t* sz = level == 0 ? g.osz : g.rsz;
-        std::vector<int64_t> visit(nd);  // kept dims in logical order (the rows' order), reduced ones maybe not
-        for (int64_t d = 0; d < nd; ++d) visit[d] = d;
-        if (level == 1 && order_by >= 0) {
-            const at::Tensor& by = views[order_by];
-            std::stable_sort(visit.begin(), visit.end(), [&](int64_t a, int64_t b) { return by.stride(a) > by.stride(b); });
-        }
-        for (const int64_t d : visit) {
+        for (int64_t d = 0; d < nd; ++d) {
             const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
             if (reduced != (level == 1) || views[0].size(d) == 1) continue;
             bool merge = n > 0;
@@ -910,9 +900,9 @@ class ReduceKernel:
     index_outputs: list[torch.fx.Node] = field(default_factory=list)
     full_outputs: list[torch.fx.Node] = field(default_factory=list)
     bias: tuple[str, str] | None = None   # (convolution output, its bias): added to it as it is read, per channel
-    # full outputs contiguous whatever the source's layout (it is a convolution's output made channels-last here,
-    # and the caller expects the layout eager gives); else laid out like the source
-    contiguous_outputs: bool = False
+    # the source is a convolution's output that the planner made channels-last: the reduced dims are walked in its
+    # memory order, and full outputs are written contiguous (the layout eager gives the caller), not like it
+    channels_last_source: bool = False
 
     @property
     def value_node(self) -> torch.fx.Node | None:
@@ -1854,7 +1844,7 @@ void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms
             lines.append(f"    views.push_back({view}{split});")
         outs = []
         for j, node in enumerate(k.full_outputs):
-            alloc = "at::empty(S, opts)" if k.contiguous_outputs else f"kf::alloc_like(t{self.column_view()}, S, opts)"
+            alloc = "at::empty(S, opts)" if k.channels_last_source else f"kf::alloc_like(t{self.column_view()}, S, opts)"
             lines.append(f"    at::Tensor f{j} = {alloc};")
             lines.append(f"    views.push_back(f{j}{split});")
             outs.append(f"f{j}")
@@ -1867,11 +1857,21 @@ void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms
             lines.append("    at::Tensor weights = at::empty(rshape, opts);  // each row's weight in the mean")
         for j, node in enumerate(k.index_outputs):
             lines.append(f"    at::Tensor i{j} = at::empty(rshape, opts.dtype(at::kLong));")
-        # the reduced dims walked in the source's memory order, unless a reduced index means something (an
-        # arg-extreme's first index, a class target's position)
+        # A channels-last source's reduced dims walked in its memory order (every view's reduced dims permuted
+        # alike, the kept ones left in place), unless a reduced index means something (an arg-extreme's first
+        # index, a class target's position).
         by_index = self.red.ordered or k.index_outputs or "SOURCE_AT(" in (spec.row or "")
-        order = "" if by_index else f", {self.column_view()}"
-        lines += [f"    {n}_args A;", "    kf::RGeom g;", f"    kf::reduce_geometry(views, view_dims, g, A.v{order});"]
+        if k.channels_last_source and not by_index:
+            lines += ["    {  // the reduced dims in the source's memory order, its largest stride outermost",
+                      "        std::vector<int64_t> walk(view_dims), order(views[0].dim());",
+                      f"        const at::Tensor& source = views[{self.column_view()}];",
+                      "        std::stable_sort(walk.begin(), walk.end(),",
+                      "                         [&](int64_t a, int64_t b) { return source.stride(a) > source.stride(b); });",
+                      "        for (size_t d = 0; d < order.size(); ++d) order[d] = (int64_t)d;",
+                      "        for (size_t i = 0; i < walk.size(); ++i) order[view_dims[i]] = walk[i];",
+                      "        for (at::Tensor& view : views) view = view.permute(order);",
+                      "    }"]
+        lines += [f"    {n}_args A;", "    kf::RGeom g;", "    kf::reduce_geometry(views, view_dims, g, A.v);"]
         lines += [f"    A.rowout[{j}] = r{j}.data_ptr<float>();" for j in range(len(k.row_outputs))]
         if spec.row_weight is not None:
             lines.append(f"    A.rowout[{len(k.row_outputs)}] = weights.data_ptr<float>();")

@@ -42,7 +42,7 @@ def test_convolutions_give_their_bias_to_reductions_and_run_channels_last_into_p
     assert ["channels-last" in c for c in calls] == [True, True, False, True]
     norm = text["CPP_SOURCE"].split("std::vector<at::Tensor> fused_bias_group_norm_relu(")[1].split("\n}\n")[0]
     assert "at::Tensor f0 = at::empty(S, opts);" in norm
-    assert "kf::reduce_geometry(views, view_dims, g, A.v, 0);" in norm  # the reduced dims in memory order
+    assert "for (at::Tensor& view : views) view = view.permute(order);" in norm  # reduced dims in memory order
 
 
 def test_tf32_convolutions_run_channels_last_and_the_epilogue_transposes(tmp_path):

@@ -56,7 +56,7 @@ EXPECTED = {
     "logsumexp_relu": ([["logsumexp", "relu"]], []),
     "gelu_layer_norm": ([["gelu", "layer_norm"]], []),
     "group_norm_relu": ([["group_norm", "relu"]], []),
-    # a channels-last input: the norms walk it in memory order, the argmax over all dims in logical order
+    # a channels-last input, read through its strides (the full results laid out like it)
     "norms_channels_last": ([["group_norm", "relu"], ["instance_norm", "mul"], ["argmax"]], ["permute"]),
     # a convolution's bias moves into the reduction after it (added as its output is read; cuDNN would add it in a
     # pass of its own); the convolution runs without it (here kfuse's CPU kernel, on CUDA cuDNN)

@@ -3,8 +3,7 @@ import torch.nn as nn
 
 
 class Model(nn.Module):
-    """Norms of a channels-last input (as a channels-last convolution hands them one): the reduced dims are walked
-    in memory order, 3 channels of a group then the next pixel; argmax over all dims keeps the logical order."""
+    """Norms and an argmax over all dims of a channels-last input (a permuted view), read through its strides."""
 
     def __init__(self):
         super().__init__()
