@@ -319,29 +319,22 @@ def _read_conv_channels_last(kernel: FusedKernel, steps: list[Step], precision: 
 
 
 def _reduce_conv_channels_last(kernel, steps: list[Step], precision: str) -> None:
-    """A 2D/3D convolution read only by this reduction kernel runs channels-last. The kernel reads its operands
-    through their strides and walks the reduced dims in the source's memory order (kfuse/reduce.py), so the layout
-    costs its reads nothing, and cuDNN's NCHW path would have made the same channels-last copy of the input and one
-    more of the output (nchwToNhwc / nhwcToNchw). A norm layer's full-shape result is still written in the layout
-    eager gives (contiguous), where that copy back is the kernel's own write; the convolution must then be its
-    only full-shape operand (another one, NCHW, would be read across its layout). Not where the channels are
-    reduced alone: rows of C contiguous floats, short rows that kfuse's row kernels take a warp each for
-    (suite/level2/4, min over 64 channels: no faster channels-last, 1.80 ms against 1.81 NCHW with cuDNN's bias
-    pass, H100), where NCHW gives the column kernel long runs (a group norm's 8 channels of a group come with its
-    pixels: the walk takes the 8 and then the next pixel)."""
-    if kernel.spec.groups is None and 1 in kernel.spec.dims:
-        return
-    full = [name for name, kind in kernel.operands if kind == "full"]
-    if kernel.full_outputs and len(full) != 1:
+    """A 2D/3D convolution read only by this reduction kernel runs channels-last where the kernel writes nothing of
+    the full shape (a pooled or reduced result: no output changes layout). The kernel reads its operands through
+    their strides (kfuse/reduce.py), so the layout costs it nothing, and cuDNN's NCHW path would have made the
+    same channels-last copy of the input and one more of the output (nchwToNhwc / nhwcToNchw). Only where the
+    channels are kept (a pooled mean): a reduction over them would read rows of C contiguous floats, short rows
+    that kfuse's row kernels take a warp each for (suite/level2/4, min over 64 channels: no faster channels-last,
+    1.80 ms against 1.81 NCHW with cuDNN's bias pass, H100), where NCHW gives the column kernel long runs."""
+    if kernel.full_outputs or kernel.spec.groups is not None or 1 in kernel.spec.dims:
         return
     calls = {s.node.name: s for s in steps if isinstance(s, LibraryCall)}
     inside = set(kernel.nodes)
-    for name in full:
+    for name, kind in kernel.operands:
         call = calls.get(name)
-        if (call is not None and call.anchor and set(call.node.users) <= inside
+        if (kind == "full" and call is not None and call.anchor and set(call.node.users) <= inside
                 and _runs_channels_last(call.node, precision)):
             call.channels_last = True
-            kernel.channels_last_source = True
 
 
 def _eager_conv_is_tf32(node: torch.fx.Node) -> bool:

@@ -53,9 +53,6 @@ class Reducer:
     update4: str | None = None
     # a state of two fields that still fits the column kernels in 32 registers (an arg-extreme's value and index)
     light: bool = False
-    # whether the result depends on the order the elements come in beyond rounding (an arg-extreme's first index):
-    # the reduced dims are then visited in the source's logical order, else in the order of its memory
-    ordered: bool = False
 
 
 _SUM = Reducer((("kf_acc", "s", "0"),), "s.s += (kf_acc)v;", "a.s += b.s;")
@@ -70,12 +67,10 @@ REDUCERS = {
     "min": Reducer((("float", "m", "INFINITY"),), "s.m = kfr_min(s.m, v);", "a.m = kfr_min(a.m, b.m);"),
     "argmax": Reducer((("float", "m", "-INFINITY"), ("int64_t", "i", "INT64_MAX")),
                       "kfr_argmax_next(s.m, s.i, v, r);", "kfr_argmax_step(a.m, a.i, b.m, b.i);",
-                      partials=False, update4="kfr_argmax_next4(s.m, s.i, v0, v1, v2, v3, r);", light=True,
-                      ordered=True),
+                      partials=False, update4="kfr_argmax_next4(s.m, s.i, v0, v1, v2, v3, r);", light=True),
     "argmin": Reducer((("float", "m", "INFINITY"), ("int64_t", "i", "INT64_MAX")),
                       "kfr_argmin_next(s.m, s.i, v, r);", "kfr_argmin_step(a.m, a.i, b.m, b.i);",
-                      partials=False, update4="kfr_argmin_next4(s.m, s.i, v0, v1, v2, v3, r);", light=True,
-                      ordered=True),
+                      partials=False, update4="kfr_argmin_next4(s.m, s.i, v0, v1, v2, v3, r);", light=True),
     # Welford: one read, numerically stable; Chan's formula merges two partial states.
     "welford": Reducer((("kf_acc", "mean", "0"), ("kf_acc", "m2", "0"), ("kf_acc", "n", "0")),
                        "kfr_welford_step(s.mean, s.m2, s.n, (kf_acc)v);",
@@ -900,9 +895,6 @@ class ReduceKernel:
     index_outputs: list[torch.fx.Node] = field(default_factory=list)
     full_outputs: list[torch.fx.Node] = field(default_factory=list)
     bias: tuple[str, str] | None = None   # (convolution output, its bias): added to it as it is read, per channel
-    # the source is a convolution's output that the planner made channels-last: the reduced dims are walked in its
-    # memory order, and full outputs are written contiguous (the layout eager gives the caller), not like it
-    channels_last_source: bool = False
 
     @property
     def value_node(self) -> torch.fx.Node | None:
@@ -1844,8 +1836,7 @@ void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms
             lines.append(f"    views.push_back({view}{split});")
         outs = []
         for j, node in enumerate(k.full_outputs):
-            alloc = "at::empty(S, opts)" if k.channels_last_source else f"kf::alloc_like(t{self.column_view()}, S, opts)"
-            lines.append(f"    at::Tensor f{j} = {alloc};")
+            lines.append(f"    at::Tensor f{j} = kf::alloc_like(t{self.column_view()}, S, opts);")
             lines.append(f"    views.push_back(f{j}{split});")
             outs.append(f"f{j}")
         if k.row_outputs or k.index_outputs:
@@ -1857,20 +1848,6 @@ void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms
             lines.append("    at::Tensor weights = at::empty(rshape, opts);  // each row's weight in the mean")
         for j, node in enumerate(k.index_outputs):
             lines.append(f"    at::Tensor i{j} = at::empty(rshape, opts.dtype(at::kLong));")
-        # A channels-last source's reduced dims walked in its memory order (every view's reduced dims permuted
-        # alike, the kept ones left in place), unless a reduced index means something (an arg-extreme's first
-        # index, a class target's position).
-        by_index = self.red.ordered or k.index_outputs or "SOURCE_AT(" in (spec.row or "")
-        if k.channels_last_source and not by_index:
-            lines += ["    {  // the reduced dims in the source's memory order, its largest stride outermost",
-                      "        std::vector<int64_t> walk(view_dims), order(views[0].dim());",
-                      f"        const at::Tensor& source = views[{self.column_view()}];",
-                      "        std::stable_sort(walk.begin(), walk.end(),",
-                      "                         [&](int64_t a, int64_t b) { return source.stride(a) > source.stride(b); });",
-                      "        for (size_t d = 0; d < order.size(); ++d) order[d] = (int64_t)d;",
-                      "        for (size_t i = 0; i < walk.size(); ++i) order[view_dims[i]] = walk[i];",
-                      "        for (at::Tensor& view : views) view = view.permute(order);",
-                      "    }"]
         lines += [f"    {n}_args A;", "    kf::RGeom g;", "    kf::reduce_geometry(views, view_dims, g, A.v);"]
         lines += [f"    A.rowout[{j}] = r{j}.data_ptr<float>();" for j in range(len(k.row_outputs))]
         if spec.row_weight is not None:
