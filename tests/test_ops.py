@@ -5,6 +5,8 @@ mix ordinary values, zeros, integers and half-integers, magnitudes up to 30 and 
 infinities and NaN, and compares with `target(*args, **kwargs)` on the same tensors: NaN at the same positions and,
 elsewhere, at most the case's tolerance in ulp (+0 and -0 count as equal; PyTorch's own vector and scalar paths
 disagree on the sign of some zeros). Tolerance 0 means the same float32 bits up to the sign of zero.
+For the libm-based ops, a value that misses PyTorch's float32 result may instead match the exactly rounded one
+(computed in float64): PyTorch's CPU kernels differ from machine to machine, and some are coarse.
 
 Tolerances: 0 ulp for everything but the ops built on libm functions (ULP below, 1-4 ulp: PyTorch's CPU kernels
 call MKL VML / SLEEF, the extension glibc) and GELU (PyTorch's CPU kernel approximates erf; see GELU_*_SLACK).
@@ -439,7 +441,21 @@ def test_op_matches_torch(ext, index):
     targs, tkwargs = _torch_args(args, kwargs, tensors)
     want = target(*targs, **tkwargs)
     got = getattr(ext, f"op_{index}")(*tensors)
+    if tol.ulp and len(mismatches(got, want, tol, tensors)[1]):
+        want = _nearer_reference(got, want, target, args, kwargs, tensors, tol)
     compare(got, want, tol, tensors)
+
+
+def _nearer_reference(got, want, target, args, kwargs, tensors, tol):
+    """For the libm-based ops: where PyTorch's float32 result is out of tolerance, the float64 result rounded to
+    float32 (the exact value, to within an ulp) is the reference instead. Which CPU kernel PyTorch runs depends on
+    the machine, and some are coarse approximations: one CI machine's float32 tanh(1) is 0.7616326, 645 ulp from
+    the exact 0.7615942 that the extension gives."""
+    dargs, dkwargs = _torch_args(args, kwargs, [t.double() for t in tensors])
+    exact = target(*dargs, **dkwargs).to(torch.float32)
+    torch_off = np.zeros(got.shape, dtype=bool)
+    torch_off[mismatches(got, want, tol, tensors)[1]] = True
+    return torch.where(torch.from_numpy(torch_off), exact, want)
 
 
 def test_literals_compile_to_the_float32_pytorch_uses(ext):
