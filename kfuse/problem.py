@@ -68,10 +68,13 @@ def strided(inputs: list) -> list:
 
 
 def refill(inputs: list, problem: ModuleType, seed: int, device: torch.device) -> None:
-    """New values into the same tensor objects (a cache keyed on pointers or versions must miss)."""
+    """New values into the same tensor objects (a cache keyed on pointers or versions must miss). An expanded input
+    (stride 0 along a dim: many elements, one memory location) is written through its first index along such dims."""
     for old, new in zip(inputs, make_inputs(problem, seed, device)):
         if isinstance(old, torch.Tensor):
-            old.copy_(new)
+            one = tuple(slice(0, 1) if step == 0 and size > 1 else slice(None)
+                        for step, size in zip(old.stride(), old.shape))
+            old[one].copy_(new[one])
 
 
 def build_reference(problem: ModuleType, init_inputs: list, seed: int, device: torch.device) -> torch.nn.Module:

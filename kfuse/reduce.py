@@ -65,6 +65,9 @@ REDUCERS = {
     "prod": Reducer((("kf_acc", "p", "1"),), "s.p *= (kf_acc)v;", "a.p *= b.p;"),
     "max": Reducer((("float", "m", "-INFINITY"),), "s.m = kfr_max(s.m, v);", "a.m = kfr_max(a.m, b.m);"),
     "min": Reducer((("float", "m", "INFINITY"),), "s.m = kfr_min(s.m, v);", "a.m = kfr_min(a.m, b.m);"),
+    # the infinity norms: the extreme of |v| (not the absolute value of the extreme)
+    "absmax": Reducer((("float", "m", "0.0f"),), "s.m = kfr_max(s.m, fabsf(v));", "a.m = kfr_max(a.m, b.m);"),
+    "absmin": Reducer((("float", "m", "INFINITY"),), "s.m = kfr_min(s.m, fabsf(v));", "a.m = kfr_min(a.m, b.m);"),
     "argmax": Reducer((("float", "m", "-INFINITY"), ("int64_t", "i", "INT64_MAX")),
                       "kfr_argmax_next(s.m, s.i, v, r);", "kfr_argmax_step(a.m, a.i, b.m, b.i);",
                       partials=False, update4="kfr_argmax_next4(s.m, s.i, v0, v1, v2, v3, r);", light=True),
@@ -593,9 +596,9 @@ def _vector_norm(node, p, source):
     if o == 1.0:
         return Spec("abssum", source, dims, keep, row="(float)s.s")
     if o == float("inf"):
-        return Spec("max", source, dims, keep, row="fabsf(s.m)")
+        return Spec("absmax", source, dims, keep, row="s.m")
     if o == float("-inf"):
-        return Spec("min", source, dims, keep, row="fabsf(s.m)")
+        return Spec("absmin", source, dims, keep, row="s.m")
     if o == 0.0:
         return Spec("nonzero", source, dims, keep, row="(float)s.s")
     spec = Spec("powsum", source, dims, keep, row=f"(float)kfr_pow(s.s, (kf_acc)1 / (kf_acc){o!r})")

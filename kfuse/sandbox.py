@@ -29,6 +29,13 @@ from kfuse.problem import (L2Flush, ProblemError, apply_precision, build_referen
                            time_one_call, weight_scales)
 
 
+
+def _cloned_where_aliased(out, inputs: list):
+    """`out` with every tensor that shares storage with one of the inputs replaced by a copy."""
+    storages = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
+    return torch.utils._pytree.tree_map(
+        lambda t: t.clone() if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() in storages else t, out)
+
 class Refusal(Exception):
     def __init__(self, status: str, message: str):
         super().__init__(message)
@@ -127,6 +134,8 @@ class Sandbox:
             again = self._forward(inputs, seed)
             reply["deterministic"] = same_bits(first, [t for _, t in leaves(again)])
         if refill_seed is not None:
+            # an output that is an input or a view of one would show the refilled values: keep what it was
+            outputs[0] = _cloned_where_aliased(outputs[0], inputs)
             refill(inputs, self.problem, refill_seed, self.device)
             outputs.append(self._forward(inputs, seed))
         reply["outputs"] = outputs
