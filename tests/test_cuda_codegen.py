@@ -128,7 +128,7 @@ def test_a_returned_convolution_without_bias_or_layout_change_is_kfuse_s_kernel(
 @pytest.mark.parametrize("problem", ["conv_div_leaky", "conv3d_bias_tanh", "conv2d_strided_grouped",
                                      "broadcast_two_inputs", "activation_chain", "losses_rowwise",
                                      "attention_odd_sizes", "pooling_mix", "avg_pool_strips", "scans_mix", "linear_scale_leaky",
-                                     "conv_reductions", "gemm_sums",
+                                     "conv_reductions", "gemm_sums", "vector_norm_orders",
                                      "conv_div_leaky:tf32"])
 def test_nvcc_compiles_the_kernels(problem, tmp_path):
     name, _, precision = problem.partition(":")
