@@ -109,6 +109,36 @@ def _drop_same_shape_broadcasts(graph: torch.fx.Graph) -> None:
         graph.erase_node(node)
 
 
+def _fold_scalar_constant(node: torch.fx.Node, value) -> bool:
+    """A 0-dim tensor made in forward (`torch.tensor(0.5)`) becomes the number it holds in the ops that read it:
+    a 0-dim operand never sets the result's dtype against a dimensioned one, so the results are the same."""
+    if not isinstance(value, torch.Tensor) or value.dim() != 0 or value.is_complex() or value.dtype == torch.bool:
+        return False
+    _replace_with_number(node, value.item())
+    return True
+
+
+# The copies export wraps around a tensor made in forward: the number goes through them.
+_CONSTANT_COPIES = {"aten.lift_fresh_copy.default", "aten.detach.default", "aten.detach_.default",
+                    "aten.clone.default", "aten.alias.default"}
+
+
+def _replace_with_number(node: torch.fx.Node, number) -> None:
+    def swap(arg):
+        if arg is node:
+            return number
+        if isinstance(arg, (list, tuple)):
+            return type(arg)(swap(a) for a in arg)
+        return arg
+    for user in list(node.users):
+        if str(user.target) in _CONSTANT_COPIES:
+            _replace_with_number(user, number)
+        else:
+            user.args = swap(user.args)
+            user.kwargs = {k: swap(v) for k, v in user.kwargs.items()}
+    node.graph.erase_node(node)
+
+
 def capture(model: torch.nn.Module, example_inputs: list) -> Captured:
     from torch.export.graph_signature import InputKind, OutputKind
 
@@ -139,6 +169,8 @@ def capture(model: torch.nn.Module, example_inputs: list) -> Captured:
         elif spec.kind == InputKind.USER_INPUT:
             inputs.append(GraphInput(node.name, "user", user_position, dtype, rank))
             user_position += 1
+        elif spec.kind == InputKind.CONSTANT_TENSOR and _fold_scalar_constant(node, exported.constants.get(spec.target)):
+            continue
         else:
             raise CaptureError(f"unsupported graph input {node.name} of kind {spec.kind.name} "
                                f"(tensor constants created in forward are not supported yet)")
