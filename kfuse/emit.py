@@ -95,7 +95,6 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     source = problem_path.read_text(encoding="utf-8-sig")
     tree = ast.parse(source)
     model = _find_model(tree)
-    _method(model, "__init__")
     forward = _method(model, "forward")
     forward_args = [a.arg for a in forward.args.args[1:]]
     if forward.args.vararg or forward.args.kwonlyargs or forward.args.kwarg:

@@ -3,10 +3,8 @@ import torch.nn as nn
 
 
 class Model(nn.Module):
-    """0-dim tensors made in forward: folded into the kernel as the numbers they hold."""
-
-    def __init__(self):
-        super().__init__()
+    """0-dim tensors made in forward: folded into the kernel as the numbers they hold. (No __init__ of its own:
+    ModelNew has none either.)"""
 
     def forward(self, x):
         return torch.where(x > 0, x, torch.tensor(0.5)) * torch.tensor(3) - torch.tensor(0.25, dtype=torch.float64)
