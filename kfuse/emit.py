@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kfuse import __version__
 from kfuse.capture import Captured
-from kfuse.codegen import Sources, registration
+from kfuse.codegen import REGISTRATION, Sources
 
 
 class EmitError(Exception):
@@ -109,19 +109,18 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
                 call_args.append(forward_args[graph_input.target])
         else:
             call_args.append(_attribute_path(graph_input.target))
-    result = "tuple(outputs)" if captured.returns_tuple else "outputs[0]"
 
     digest = hashlib.sha256((sources.cpp + (sources.cuda or "")).encode()).hexdigest()[:10]
     stem = "".join(c if c.isalnum() else "_" for c in problem_path.stem)
     name = f"kfuse_{stem}_{digest}"
-    cpp = sources.cpp + registration(name)
+    cpp = sources.cpp + REGISTRATION
     build = [f'name="{name}"', "cpp_sources=CPP_SOURCE"]
     if sources.cuda is not None:
         build += ["cuda_sources=CUDA_SOURCE",
                   'extra_cuda_cflags=["-O3"] + ARCH_FLAGS' if sources.sm90a else 'extra_cuda_cflags=["-O3"]']
     else:
         build += ['extra_cflags=["-O3", "-fopenmp"]', 'extra_ldflags=["-fopenmp"]']
-    build += ["is_python_module=False", "verbose=False", "**LIGHT_HEADERS"]
+    build += ["is_python_module=True", "verbose=False", "**LIGHT_HEADERS"]
 
     kernel_block = []
     if sources.cuda is not None:
@@ -140,9 +139,8 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
         "# (older torch versions lack the option and always add them.)\n"
         'LIGHT_HEADERS = ({"no_implicit_headers": True}\n'
         '                 if "no_implicit_headers" in load_inline.__code__.co_varnames else {})\n'
-        "# Built once per source (the name carries a hash of both sources), then loaded as torch.ops." + name + ".\n"
-        "load_inline(\n    " + ",\n    ".join(build) + ",\n)\n"
-        f"kernels = torch.ops.{name}\n")
+        "# Built once per source (the name carries a hash of both sources) and imported as a module.\n"
+        "kernels = load_inline(\n    " + ",\n    ".join(build) + ",\n)\n")
     docstring = ast.get_docstring(model)
     bases = ", ".join(ast.get_source_segment(source, b) for b in model.bases)
     model_new = [f"class ModelNew({bases}):"]
@@ -154,8 +152,8 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     for name, value in _frozen_numbers(forward, example_inputs):
         model_new.append(f"        if {name} != {value}:  # numbers are compiled into the kernels")
         model_new.append(f'            raise ValueError("this ModelNew was compiled for {name}={value}")')
-    model_new.append(f"        outputs = kernels.forward({', '.join(call_args)})")
-    model_new.append(f"        return {result}")
+    call = f"kernels.forward({', '.join(call_args)})"
+    model_new.append(f"        return tuple({call})" if captured.returns_tuple else f"        return {call}")
 
     # Keep the problem's own statements in order; Model's place takes the kernels and ModelNew. Imports that
     # nothing uses any more go (KernelBench's checker rejects an unused `torch.nn.functional as F`).

@@ -60,7 +60,7 @@ class Tuned:
 
 def _extension(path: Path) -> str:
     """The extension's name: the same name, the same kernel sources."""
-    found = re.search(r"torch\.ops\.(kfuse_\w+)", path.read_text())
+    found = re.search(r'load_inline\(\n    name="(kfuse_\w+)"', path.read_text())
     return found.group(1) if found else str(path)
 
 

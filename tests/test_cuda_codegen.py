@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -299,7 +300,8 @@ def test_host_side_compiles(problem, tmp_path):
     stub = tmp_path / "stub" / "c10" / "cuda" / "impl"
     stub.mkdir(parents=True)
     (stub / "cuda_cmake_macros.h").write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
-    includes = [f"-I{p}" for p in cpp_extension.include_paths()] + [f"-I{tmp_path / 'stub'}", f"-I{cuda_include()}"]
+    includes = [f"-I{p}" for p in cpp_extension.include_paths()] + [f"-I{tmp_path / 'stub'}", f"-I{cuda_include()}",
+                                                                    f"-I{sysconfig.get_paths()['include']}"]  # pybind11
     done = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", str(cpp), *includes],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
