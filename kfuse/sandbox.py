@@ -29,12 +29,12 @@ from kfuse.problem import (L2Flush, ProblemError, apply_precision, build_referen
                            time_one_call, weight_scales)
 
 
-
 def _cloned_where_aliased(out, inputs: list):
     """`out` with every tensor that shares storage with one of the inputs replaced by a copy."""
     storages = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
     return torch.utils._pytree.tree_map(
         lambda t: t.clone() if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() in storages else t, out)
+
 
 class Refusal(Exception):
     def __init__(self, status: str, message: str):
