@@ -152,8 +152,8 @@ inline c10::OperatorHandle aten(const char* name, const char* overload) {
 
 # The host side includes only the headers it uses (not torch/extension.h, which pulls in all of ATen's ops): the
 # extension builds in a third of the time. pybind11 with torch's tensor casters binds `forward`: the shortest call
-# path from Python (a torch.ops op boxes its arguments through the dispatcher: on the CPU target's judge a + b took
-# 0.57-0.59x eager's time through torch.ops and 1.04-1.07x bound with pybind11).
+# path from Python (a torch.ops op boxes its arguments through the dispatcher: on the CPU target's judge a + b ran at
+# 0.63-0.67x eager through torch.ops and 1.09-1.13x bound with pybind11; results/host-binding-cpu-2026-11-23.md).
 HOST_HEADERS = """#include <algorithm>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
