@@ -60,7 +60,10 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
     if not (steps.kernels or steps.reductions or steps.attentions or steps.windows or steps.gemms
             or steps.convolutions):
         ops = ", ".join(sorted({c.op for c in steps.library_calls})) or "none"
-        raise UsageError(f"kfuse has no kernel for anything in {problem_path.name} yet (ops: {ops}); a file of "
+        others = sorted({str(i.dtype).replace("torch.", "") for i in captured.inputs
+                         if i.dtype is not None and i.dtype.is_floating_point and i.dtype != torch.float32})
+        why = f" (kfuse's kernels compute in float32; this model's tensors are {', '.join(others)})" if others else ""
+        raise UsageError(f"kfuse has no kernel for anything in {problem_path.name} yet (ops: {ops}){why}; a file of "
                          f"library calls alone would not be a custom kernel")
     try:
         sources = generate(captured, steps, device)

@@ -193,3 +193,14 @@ def test_nothing_to_fuse_is_a_clear_error(tmp_path):
     done = subprocess.run([sys.executable, "-m", "kfuse", "optimize", str(problem), "--device", "cpu", "--no-check"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "no kernel" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_float64_model_says_why_nothing_fuses(tmp_path):
+    problem = tmp_path / "p.py"
+    problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 3.0\n"
+                       "def get_inputs():\n    return [torch.rand(3, 4, dtype=torch.float64)]\n"
+                       "def get_init_inputs():\n    return []\n")
+    done = subprocess.run([sys.executable, "-m", "kfuse", "optimize", str(problem), "--device", "cpu", "--no-check"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "compute in float32; this model's tensors are float64" in done.stderr
