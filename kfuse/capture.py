@@ -32,7 +32,27 @@ class Captured:
     inputs: list[GraphInput]
     outputs: list[str]                         # value names returned to the user, in order
     buffer_updates: dict[str, str] = field(default_factory=dict)   # buffer input name -> new value name
-    returns_tuple: bool = False
+    # what forward returns, the outputs in order as its leaves: "tensor", or ("tuple" | "list", [parts]) or
+    # ("dict", [(key, part)]) nested as the model nests them
+    structure: object = "tensor"
+
+    @property
+    def returns_tuple(self) -> bool:
+        """Whether forward returns a container (of any shape) rather than one tensor."""
+        return self.structure != "tensor"
+
+
+def output_structure(value) -> object:
+    """The nesting of a forward's result (see Captured.structure); tensors are its leaves."""
+    if isinstance(value, torch.Tensor):
+        return "tensor"
+    if isinstance(value, tuple):   # named tuples (torch.return_types) included: ModelNew returns a plain tuple
+        return ("tuple", [output_structure(v) for v in value])
+    if isinstance(value, list):
+        return ("list", [output_structure(v) for v in value])
+    if isinstance(value, dict):
+        return ("dict", [(k, output_structure(v)) for k, v in value.items()])
+    raise CaptureError(f"the model returns a {type(value).__name__}, which is not supported yet")
 
 
 def _meta(node) -> tuple[torch.dtype | None, int | None]:
@@ -189,4 +209,4 @@ def capture(model: torch.nn.Module, example_inputs: list) -> Captured:
             updates[buffer_input] = name
         else:
             raise CaptureError(f"unsupported graph output of kind {spec.kind.name}")
-    return Captured(exported.graph, inputs, outputs, updates, returns_tuple=isinstance(probe, (tuple, list)))
+    return Captured(exported.graph, inputs, outputs, updates, structure=output_structure(probe))

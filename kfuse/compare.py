@@ -220,8 +220,10 @@ def _first_structure_difference(cand, ref) -> str:
     for (path, c), (_, r) in zip(leaves(cand), leaves(ref)):
         if structure(c) != structure(r):
             return f"{path} is {describe_structure(structure(c))}, reference has {describe_structure(structure(r))}"
-    return (f"candidate returns {len(leaves(cand))} values, reference {len(leaves(ref))} "
-            f"({describe_structure(structure(cand))} vs {describe_structure(structure(ref))})")
+    def shape(value) -> str:
+        count = len(leaves(value))
+        return f"{describe_structure(structure(value))} ({count} value{'' if count == 1 else 's'} in all)"
+    return f"candidate returns {shape(cand)}, reference {shape(ref)}"
 
 
 def same_bits(a, b) -> bool:

@@ -72,6 +72,19 @@ def _class_body(source: str, model: ast.ClassDef) -> list[str]:
     return chunks
 
 
+def _rebuilt(structure, leaves) -> str:
+    """The expression that nests the extension's flat `outputs` as forward returned them."""
+    if structure == "tensor":
+        return f"outputs[{next(leaves)}]"
+    kind, parts = structure
+    if kind == "dict":
+        return "{" + ", ".join(f"{key!r}: {_rebuilt(part, leaves)}" for key, part in parts) + "}"
+    items = [_rebuilt(part, leaves) for part in parts]
+    if kind == "list":
+        return "[" + ", ".join(items) + "]"
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
 def _bound_names(node: ast.stmt) -> set[str]:
     return {(a.asname or a.name).split(".")[0] for a in node.names}
 
@@ -153,7 +166,14 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
         model_new.append(f"        if {name} != {value}:  # numbers are compiled into the kernels")
         model_new.append(f'            raise ValueError("this ModelNew was compiled for {name}={value}")')
     call = f"kernels.forward({', '.join(call_args)})"
-    model_new.append(f"        return tuple({call})" if captured.returns_tuple else f"        return {call}")
+    structure = captured.structure
+    if structure == "tensor":
+        model_new.append(f"        return {call}")
+    elif structure[0] == "tuple" and all(part == "tensor" for part in structure[1]):
+        model_new.append(f"        return tuple({call})")
+    else:  # nested, a list or a dict: rebuilt around the flat list the extension returns
+        model_new.append(f"        outputs = {call}")
+        model_new.append(f"        return {_rebuilt(structure, iter(range(len(captured.outputs))))}")
 
     # Keep the problem's own statements in order; Model's place takes the kernels and ModelNew. Imports that
     # nothing uses any more go (KernelBench's checker rejects an unused `torch.nn.functional as F`).
