@@ -19,6 +19,11 @@ from kfuse.capture import Captured
 from kfuse.codegen import REGISTRATION, Sources
 
 
+# The CUDA target's host file: torch compiles a cpp source with no -O flag at all.
+HOST_FLAGS_WHY = ("# The host code at -O1 (torch gives it no -O): unoptimised, its per-call work cost launch-bound calls\n"
+                  "# microseconds; -O1 builds as fast as -O0.\n")
+
+
 class EmitError(Exception):
     """Model cannot be turned into a ModelNew file (one sentence says why)."""
 
@@ -129,7 +134,7 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     cpp = sources.cpp + REGISTRATION
     build = [f'name="{name}"', "cpp_sources=CPP_SOURCE"]
     if sources.cuda is not None:
-        build += ["cuda_sources=CUDA_SOURCE",
+        build += ["cuda_sources=CUDA_SOURCE", 'extra_cflags=["-O1"]',
                   'extra_cuda_cflags=["-O3"] + ARCH_FLAGS' if sources.sm90a else 'extra_cuda_cflags=["-O3"]']
     else:
         build += ['extra_cflags=["-O3", "-fopenmp"]', 'extra_ldflags=["-fopenmp"]']
@@ -152,8 +157,10 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
         "# (older torch versions lack the option and always add them.)\n"
         'LIGHT_HEADERS = ({"no_implicit_headers": True}\n'
         '                 if "no_implicit_headers" in load_inline.__code__.co_varnames else {})\n'
-        "# Built once per source (the name carries a hash of both sources) and imported as a module.\n"
-        "kernels = load_inline(\n    " + ",\n    ".join(build) + ",\n)\n")
+        "# Built once per source (the name carries a hash of both sources) and imported as a module.\n")
+    if sources.cuda is not None:
+        kernel_block[-1] += HOST_FLAGS_WHY
+    kernel_block[-1] += "kernels = load_inline(\n    " + ",\n    ".join(build) + ",\n)\n"
     docstring = ast.get_docstring(model)
     bases = ", ".join(ast.get_source_segment(source, b) for b in model.bases)
     model_new = [f"class ModelNew({bases}):"]

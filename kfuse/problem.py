@@ -129,8 +129,17 @@ def release_cached_memory(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
+# After the flush the GPU idles this many cycles (~0.1 ms) before the timed call's start event, so the host has
+# queued the call by then and the events time the GPU's work, not how fast the process got to the launch: without
+# it a + b (a 1.4 us kernel) was timed at 20-50 us, differently in each process, eager and candidate alike (the
+# flush alone, ~33 us on an H100, was shorter than the host's path to the launch). Host work of each contender up
+# to the head start overlaps it uncounted; work that waits on the GPU cannot (it waits for the head start too).
+HEAD_START_CYCLES = 200_000
+
+
 class L2Flush:
-    """Writes a buffer twice the L2's size before a timed CUDA call, so nothing the last call left survives.
+    """Writes a buffer twice the L2's size before a timed CUDA call, so nothing the last call left survives, then
+    holds the GPU for a head start (HEAD_START_CYCLES).
 
     It also holds the pair of CUDA events that time_one_call records, made once: torch creates an event on its
     first record, and a cudaEventCreate inside the timed region was timed with the call (launch-bound calls)."""
@@ -146,6 +155,7 @@ class L2Flush:
     def __call__(self) -> None:
         if self.buffer is not None:
             self.buffer.fill_(1.0)
+            torch.cuda._sleep(HEAD_START_CYCLES)
 
 
 def time_one_call(fn, device: torch.device, flush: L2Flush):

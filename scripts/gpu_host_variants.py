@@ -1,13 +1,15 @@
-"""Which host path makes a launch-bound ModelNew as fast as eager? a + b (1x128), three ways of calling one kernel.
+"""Which host path makes a launch-bound ModelNew as fast as eager? a + b (1x128), five ways of calling one kernel.
 
     PYTHONPATH=. python scripts/gpu_host_variants.py --out DIR [--rounds 400] [--check]
 
 The judge timed a + b at ~0.10-0.12 ms for kfuse's file when it registered `forward` as a torch op, and ~0.05 ms for
 eager (`results/max-autotune-*/README.md`); on the CPU target binding `forward` with pybind11 instead took kfuse's
-judged time from 0.57-0.59x eager to 1.04-1.07x. This writes three ModelNew files for the same kernel and times
+judged time from 0.57-0.59x eager to 1.04-1.07x. This writes five ModelNew files for the same kernel and times
 each the judge's way (kfuse.problem.time_one_call after a refill and a sync, interleaved rounds, one process), plus
 the host microseconds of the call alone:
-- emitted:   the file as kfuse writes it (a pybind11 module: `kernels.forward(...)` returns the tensor);
+- emitted:   the file as kfuse writes it (a pybind11 module: `kernels.forward(...)` returns the tensor; its host
+             code built at -O1);
+- host_O0, host_O2: the same with the host code built at torch's default (no -O) or -O2;
 - torch_ops: the same C++ registered with TORCH_LIBRARY and called through torch.ops (kfuse's binding until
              2026-11-23: the dispatcher boxes the arguments);
 - eager:     ModelNew whose forward is `a + b` (torch's own kernel; the control).
@@ -43,8 +45,16 @@ def variants(emitted: str) -> dict[str, str]:
     ops = ops.replace("kernels = load_inline(\n", "load_inline(\n").replace("is_python_module=True", "is_python_module=False")
     ops = re.sub(r"(load_inline\(\n(?:    .*\n)+\)\n)", rf"\1kernels = torch.ops.{name}_ops\n", ops)
     eager = emitted.replace("return kernels.forward(a, b)", "return a + b")
-    assert len({emitted, ops, eager}) == 3 and "TORCH_LIBRARY" in ops, "the emitted file changed shape"
-    return {"emitted": emitted, "torch_ops": ops, "eager": eager}
+
+    def host_flags(suffix: str, flags: str) -> str:
+        return emitted.replace('name="' + name + '"', 'name="' + name + suffix + '"').replace(
+            'extra_cflags=["-O1"],\n', flags)
+
+    host_o0 = host_flags("_o0", "")  # torch's default for the host file: no -O
+    host_o2 = host_flags("_o2", 'extra_cflags=["-O2"],\n')
+    files = {"emitted": emitted, "host_O0": host_o0, "host_O2": host_o2, "torch_ops": ops, "eager": eager}
+    assert len(set(files.values())) == len(files) and "TORCH_LIBRARY" in ops, "the emitted file changed shape"
+    return files
 
 
 def main() -> None:
@@ -100,7 +110,7 @@ def main() -> None:
               f"host median {rows[label]['host_median_us']:.1f}", flush=True)
     # Where the host time of one judged call goes: the profiler over a few rounds done the judge's way.
     with torch.no_grad(), gpulock.from_environment().exclusive():
-        for label in ("emitted", "torch_ops", "eager"):
+        for label in ("emitted", "host_O0", "eager"):
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                                     torch.profiler.ProfilerActivity.CUDA]) as prof:
                 for _ in range(50):
