@@ -20,8 +20,8 @@ from kfuse.codegen import REGISTRATION, Sources
 
 
 # The CUDA target's host file: torch compiles a cpp source with no -O flag at all.
-HOST_FLAGS_WHY = ("# The host code at -O1 (torch gives it no -O): unoptimised, its per-call work cost launch-bound calls\n"
-                  "# microseconds; -O1 builds as fast as -O0.\n")
+HOST_FLAGS_WHY = ("# The host code at -O1 (torch gives it no -O): unoptimised, a + b's call took 38 us on the host, at -O1\n"
+                  "# 19.6 like eager's (H100 machine); -O1 builds as fast as no -O.\n")
 
 
 class EmitError(Exception):
