@@ -162,8 +162,9 @@ HOST_HEADERS = """#include <algorithm>
 """
 # Headers only some files need, by what their host code calls (each costs ~1-3 s of a host build that a launch-bound
 # file, with a one-kernel .cu, waits for).
+CALLS_ATEN = "kf::call("  # host code that keeps an ATen op: DISPATCH_RUNTIME and its headers
 USE_HEADERS = {
-    "kf::call(": ("ATen/core/dispatch/Dispatcher.h", "ATen/ScalarOps.h"),
+    CALLS_ATEN: ("ATen/core/dispatch/Dispatcher.h", "ATen/ScalarOps.h"),
     "at::infer_size(": ("ATen/ExpandUtils.h",),
     "at::empty_strided(": ("ATen/ops/empty_strided.h",),
 }
@@ -824,7 +825,7 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
                 + host_wrappers + red.decls + red.host + att.decls + att.host + win.decls + win.host + gm.decls
                 + gm.host + conv.host + forward)
         cpp = (host_headers(host) + CUDA_HOST_HEADERS + COMMON + conv.common + HOST_RUNTIME
-               + (DISPATCH_RUNTIME if "kf::call(" in host else "") + CUDA_HOST_RUNTIME + host)
+               + (DISPATCH_RUNTIME if CALLS_ATEN in host else "") + CUDA_HOST_RUNTIME + host)
     else:
         cuda = None
         host = (kernel_functions + conv.functions + "".join(_cpu_kernel(k) for k in plan.kernels) + host_wrappers
@@ -833,7 +834,7 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
                 + conv.host + forward)
         cpp = (host_headers(host) + "#include <ATen/Parallel.h>\n" + COMMON + conv.common
                + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions + conv.functions)
-               + HOST_RUNTIME + (DISPATCH_RUNTIME if "kf::call(" in host else "") + host)
+               + HOST_RUNTIME + (DISPATCH_RUNTIME if CALLS_ATEN in host else "") + host)
     kernels = [{"name": k.name, "fuses": k.ops, "in_place_into": k.write_into,
                 "reads_channels_last": k.channels_last_input} for k in plan.kernels]
     kernels += [{"name": k.name, "fuses": k.ops, "in_place_into": None, "reads_channels_last": None}

@@ -136,8 +136,10 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     if sources.cuda is not None:
         build += ["cuda_sources=CUDA_SOURCE", 'extra_cflags=["-O1"]',
                   'extra_cuda_cflags=["-O3"] + ARCH_FLAGS' if sources.sm90a else 'extra_cuda_cflags=["-O3"]']
+        build_notes = HOST_FLAGS_WHY
     else:
         build += ['extra_cflags=["-O3", "-fopenmp"]', 'extra_ldflags=["-fopenmp"]']
+        build_notes = ""
     build += ["is_python_module=True", "verbose=False", "**LIGHT_HEADERS"]
 
     kernel_block = []
@@ -157,10 +159,8 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
         "# (older torch versions lack the option and always add them.)\n"
         'LIGHT_HEADERS = ({"no_implicit_headers": True}\n'
         '                 if "no_implicit_headers" in load_inline.__code__.co_varnames else {})\n'
-        "# Built once per source (the name carries a hash of both sources) and imported as a module.\n")
-    if sources.cuda is not None:
-        kernel_block[-1] += HOST_FLAGS_WHY
-    kernel_block[-1] += "kernels = load_inline(\n    " + ",\n    ".join(build) + ",\n)\n"
+        "# Built once per source (the name carries a hash of both sources) and imported as a module.\n"
+        + build_notes + "kernels = load_inline(\n    " + ",\n    ".join(build) + ",\n)\n")
     docstring = ast.get_docstring(model)
     bases = ", ".join(ast.get_source_segment(source, b) for b in model.bases)
     model_new = [f"class ModelNew({bases}):"]
