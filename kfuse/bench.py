@@ -375,11 +375,13 @@ def optimize_all(problems: list[Problem], options: BenchOptions) -> dict[str, di
             kept = memo / f"{hashlib.sha256(problem.path.read_bytes() + salt).hexdigest()}.json"
             earlier = json.loads(kept.read_text())
             write_atomically(path, earlier["candidate"])
-            return problem.id, {"path": path, "optimized": earlier["optimized"], "reused": True}
+            reused = {**earlier["optimized"], "optimize_s": 0.0}  # no time spent on it in this run
+            return problem.id, {"path": path, "optimized": reused, "reused": True}
         except (OSError, json.JSONDecodeError, KeyError):
             pass  # not emitted before (or unreadable: optimize says why)
         command = [sys.executable, "-m", "kfuse", "optimize", str(problem.path), "-o", str(path),
                    "--device", options.device, "--no-check", "--json", str(report)]
+        began = time.perf_counter()
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=options.timeout,
                                   stdin=subprocess.DEVNULL, env=job_environment(None))
@@ -388,7 +390,8 @@ def optimize_all(problems: list[Problem], options: BenchOptions) -> dict[str, di
         if done.returncode == 0 and report.exists():
             optimized = json.loads(report.read_text())
             report.unlink()
-            optimized = {k: optimized.get(k) for k in ("kernels", "library_calls", "unfused")}
+            optimized = {k: optimized.get(k) for k in ("kernels", "library_calls", "unfused", "stages_s")}
+            optimized["optimize_s"] = round(time.perf_counter() - began, 3)  # the process: imports included
             try:  # only a shortcut for the next run
                 if kept is not None:
                     write_atomically(kept, json.dumps({"candidate": path.read_text(), "optimized": optimized}))
@@ -410,6 +413,126 @@ def optimize_all(problems: list[Problem], options: BenchOptions) -> dict[str, di
 
 def unsupported(reason: str) -> dict:
     return {"status": "unsupported", "reasons": [reason]}
+
+
+# ------------------------------------------------------------------------------------------------------ building
+
+def extension_names(code: str) -> list[str]:
+    """The `name=` of every `load_inline(...)`/`load(...)` call with a constant name in a candidate's source."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if func in ("load_inline", "load"):
+                for kw in node.keywords:
+                    if kw.arg == "name" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                        names.append(kw.value.value)
+    return names
+
+
+def built_already(code: str, root: Path) -> bool:
+    """Every extension the source names has a built library in torch's build folder `root` (a cache hit: torch
+    rebuilds only what changed, and emitted names carry a hash of their sources and flags)."""
+    names = extension_names(code)
+    return bool(names) and all(any((root / name).glob(f"{name}*.so")) for name in names)
+
+
+def build_candidate(path: Path, env: dict, timeout: float) -> dict:
+    """Build an emitted file's extensions by importing it in a fresh process (its module-level load_inline), so
+    that the judge later finds them built. Only for files kfuse emitted: others are imported by the judge alone.
+
+    Returns {"build_s", "cache_hit", "ok"}; a failed build is not a verdict here (the judge builds again and says
+    why)."""
+    code = path.read_text()
+    root = Path(env["TORCH_EXTENSIONS_DIR"])
+    if built_already(code, root):  # the judge's import finds it: nothing to do here
+        return {"build_s": 0.0, "cache_hit": True, "ok": True}
+    began = time.perf_counter()
+    if STOPPING.is_set():
+        raise KeyboardInterrupt
+    process = subprocess.Popen([sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1])", str(path)],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=env, start_new_session=True)
+    with RUNNING_LOCK:
+        BUILDING.add(process)
+    try:
+        ok = process.wait(timeout=timeout) == 0
+    except subprocess.TimeoutExpired:
+        ok = False
+    finally:
+        with RUNNING_LOCK:
+            BUILDING.discard(process)
+        kill_session(process)
+    return {"build_s": round(time.perf_counter() - began, 3), "cache_hit": False, "ok": ok}
+
+
+def kill_session(process: subprocess.Popen) -> None:
+    """A build and its compilers, all in the build's own session."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def clear_build_locks(root: Path) -> None:
+    """torch's build locks left in a build folder that only this bench uses, by builds stopped midway (an
+    interrupted run): each would keep the next build of its extension waiting until the judge's timeout."""
+    for lock in root.glob("*/lock"):
+        lock.unlink(missing_ok=True)
+
+
+class Prebuilder:
+    """Builds the emitted files' extensions, several at a time, while the GPU judges the problems built before
+    them: each judge then only loads what is built. CPU work; the build reads the GPU's architecture, to build
+    for it alone, and nothing else of the GPU."""
+
+    def __init__(self, env: dict, builders: int, timeout: float):
+        self.env, self.timeout = env, timeout
+        self.pool = ThreadPoolExecutor(max_workers=builders, thread_name_prefix="kfuse-build")
+
+    def start(self, files: dict[str, Path]) -> dict:
+        """A future of build_candidate per problem id. The largest sources (the slowest builds) start first,
+        alternating with the smallest, so the GPU gets work at once and no long build is left for last."""
+        by_size = sorted(files, key=lambda pid: files[pid].stat().st_size)
+        order = []
+        while by_size:
+            order.append(by_size.pop(0))
+            if by_size:
+                order.append(by_size.pop())
+        return {pid: self.pool.submit(build_candidate, files[pid], self.env, self.timeout) for pid in order}
+
+    def shutdown(self) -> None:
+        """Stop: queued builds are dropped, running ones killed (an interrupted run's builds must not outlive it)."""
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        with RUNNING_LOCK:
+            building = list(BUILDING)
+        for process in building:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def builders_for(cpus: int, judges: int) -> int:
+    """Build processes beside `judges` judges: each build runs two compilers at most (MAX_JOBS=2: the kernels'
+    .cu and the host .cpp), and the judges keep about a core each for their own work."""
+    return max(1, (cpus - judges) // 2)
+
+
+def cache_environment(options: BenchOptions) -> dict:
+    """Build caches inside --out (unless the user chose their own): torch's extension builds and Inductor's
+    compiled graphs, so a rerun, or a resumed run, rebuilds nothing it built before."""
+    env = {}
+    if "TORCH_EXTENSIONS_DIR" not in os.environ:
+        env["TORCH_EXTENSIONS_DIR"] = str((options.out / "extensions").resolve())
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        env["TORCHINDUCTOR_CACHE_DIR"] = str((options.out / "inductor").resolve())
+    return env
 
 
 # ------------------------------------------------------------------------------------------------------ records
@@ -441,9 +564,23 @@ def record(problem: Problem, key: str | None, result: dict, options: BenchOption
                     for k in optimized.get("kernels", [])],
         "unfused": [{"op": u.get("op"), "reason": u.get("reason")} for u in optimized.get("unfused", [])],
         "elapsed_s": result.get("elapsed_s"),
+        "stages_s": stage_totals(optimized, result.get("prebuild"), verdict),
+        "build_cache_hit": (result.get("prebuild") or {}).get("cache_hit"),
+        "gpu_wait_s": verdict.get("gpu_wait_s"),  # of the stages above, seconds blocked by other judges
         "cached": cached,
         "key": key,
     }
+
+
+def stage_totals(optimized: dict, prebuild: dict | None, verdict: dict) -> dict[str, float]:
+    """Seconds per stage of one problem: optimizing (capture and plan, in its own process), building (the
+    prebuild and whatever the judge still built), then the judge's trials, torch.compile, waiting for the GPU and
+    timing (kfuse.judge.stage_seconds)."""
+    judged = dict(verdict.get("stages_s") or {})
+    stages = {"capture_plan": optimized.get("optimize_s"),
+              "build": (prebuild or {}).get("build_s", 0.0) + judged.pop("build", 0.0),
+              "trials": judged.pop("startup", 0.0) + judged.pop("trials", 0.0), **judged}
+    return {k: round(v, 3) for k, v in stages.items() if v}
 
 
 def tally_text(records: list[dict], baselines: list[str]) -> str:
@@ -532,16 +669,29 @@ class LocalRunner:
             if taken:
                 self.slots.put(slot)
 
-    def run(self, jobs: list[tuple[object, dict]], on_start: Callable, on_done: Callable) -> None:
+    def run(self, jobs: list[tuple[object, dict]], on_start: Callable, on_done: Callable,
+            builds: dict | None = None) -> None:
+        """Judge every job. With `builds` (job id -> a future of its prebuild), a job is judged once its
+        extensions are built, in the order the builds finish."""
         futures = {}
+        waiting = {}
         for tag, job in jobs:
-            futures[self.pool.submit(self._started, tag, job, on_start)] = (tag, job)
-        pending = set(futures)
+            if builds and job["id"] in builds:
+                waiting[builds[job["id"]]] = (tag, job)
+            else:
+                futures[self.pool.submit(self._started, tag, job, on_start)] = (tag, job)
+        pending = set(futures) | set(waiting)
         again = []
         try:
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
+                    if future in waiting:  # built: now it can be judged
+                        tag, job = waiting.pop(future)
+                        judged = self.pool.submit(self._started, tag, job, on_start)
+                        futures[judged] = (tag, job)
+                        pending.add(judged)
+                        continue
                     tag, job = futures[future]
                     result = future.result()
                     if self.shared and out_of_gpu_memory(result):
@@ -569,6 +719,7 @@ class LocalRunner:
 
 STOPPING = threading.Event()
 RUNNING: set[subprocess.Popen] = set()
+BUILDING: set[subprocess.Popen] = set()  # Prebuilder's processes
 RUNNING_LOCK = threading.Lock()
 
 
@@ -614,7 +765,8 @@ class RayRunner:
         need = {"num_gpus": 1} if options.device == "cuda" else {"num_cpus": 1}
         self.task = ray.remote(max_retries=0, **need)(run_job_isolated)
 
-    def run(self, jobs: list[tuple[object, dict]], on_start: Callable, on_done: Callable) -> None:
+    def run(self, jobs: list[tuple[object, dict]], on_start: Callable, on_done: Callable,
+            builds: dict | None = None) -> None:
         ray = self.ray
         refs = {}
         for tag, job in jobs:
@@ -651,6 +803,7 @@ class BenchRun:
     cached: int          # results taken from the cache
     interrupted: bool
     files: dict
+    meta: dict
 
 
 def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
@@ -660,6 +813,7 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
     from kfuse import bench_report
 
     console = console or Console(stderr=True)
+    began = time.perf_counter()
     STOPPING.clear()
     ENVIRONMENT.clear()
     if options.device not in ("cuda", "cpu"):
@@ -671,6 +825,11 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
     problems = discover(paths, skip=[options.out, options.candidates])
     slots = None if options.ray else worker_slots(options)  # bad --workers, or no GPU: said before any work
     out = options.out
+    caches = cache_environment(options)
+    for slot in slots or []:
+        slot.update(caches)
+    if "TORCH_EXTENSIONS_DIR" in caches:
+        clear_build_locks(Path(caches["TORCH_EXTENSIONS_DIR"]))
     for sub in ("cache", "verdicts"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     if options.candidates is None:
@@ -725,6 +884,11 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
     if options.ray and options.workers is not None and options.workers < 1:
         raise UsageError(f"--workers must be at least 1 (got {options.workers})")
     runner = (RayRunner(options.ray, options) if options.ray else LocalRunner(slots)) if jobs else None
+    builds, prebuilder = {}, None
+    if jobs and options.candidates is None and not options.ray:  # kfuse's own files: safe to build outside the judge
+        env = job_environment({**slots[0], "MAX_JOBS": "2"})
+        prebuilder = Prebuilder(env, builders_for(os.cpu_count() or 1, len(slots)), options.timeout)
+        builds = prebuilder.start({problem.id: problem.candidate for problem, _ in jobs})
     where = f"Ray ({options.ray})" if options.ray else (
         f"{len(slots)} worker{'s' if len(slots) > 1 else ''}" + (
             (" (one per GPU)" if options.per_gpu == 1 else f" ({options.per_gpu} per GPU, timing one at a time)")
@@ -756,6 +920,9 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
             with lock:
                 if problem.id in running:
                     running.remove(problem.id)
+                build = builds.get(problem.id)
+                if build is not None and build.done() and not build.cancelled() and build.exception() is None:
+                    result["prebuild"] = build.result()
                 if not result.pop("infra", False):
                     write_atomically(out / "cache" / f"{keys[problem.id]}.json",
                                      json.dumps({"key": keys[problem.id], "problem": str(problem.path),
@@ -767,9 +934,12 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
 
         with progress:
             try:
-                runner.run(jobs, on_start, on_done)
+                runner.run(jobs, on_start, on_done, builds)
             except KeyboardInterrupt:
                 interrupted = True
+            finally:
+                if prebuilder is not None:
+                    prebuilder.shutdown()
             progress.update(task, description="stopped" if interrupted else "finished")
         if interrupted:
             console.print(f"[yellow]interrupted[/]: {judged} of {len(jobs)} finished and kept in {out / 'cache'}; "
@@ -777,15 +947,37 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
 
     ordered = [records[p.id] for p in problems if p.id in records]
     summary = bench_report.summarize(ordered, baselines, total=len(problems))
+    complete = not interrupted and len(ordered) == len(problems)
+    segments = add_segment(out, round(time.perf_counter() - began, 3), judged, complete)
+    prebuilt = [b.result() for b in builds.values() if b.done() and not b.cancelled() and b.exception() is None]
     meta = {"schema": SCHEMA, "kfuse_version": __version__, "torch": torch_version(), "device": options.device,
             "mode": "candidates" if options.candidates is not None else "optimize",
             "candidates": str(options.candidates) if options.candidates else None,
             "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()},
             "paths": [str(p) for p in paths], "problems": len(problems), "judged": judged, "cached": cached,
             "interrupted": interrupted, "environment": ENVIRONMENT.get("seen"),
+            "wall_s": round(sum(seg["wall_s"] for seg in segments), 3), "segments": segments,
+            "build_cache": {"hits": sum(b["cache_hit"] for b in prebuilt),
+                            "built": sum(not b["cache_hit"] for b in prebuilt),
+                            "failed": sum(not b["ok"] for b in prebuilt)},
+            "caches": caches,
             "written": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     files = bench_report.write_report(out, ordered, summary, meta)
-    return BenchRun(ordered, summary, judged, cached, interrupted, files)
+    return BenchRun(ordered, summary, judged, cached, interrupted, files, meta)
+
+
+def add_segment(out: Path, wall_s: float, judged: int, complete: bool) -> list[dict]:
+    """This command's wall-clock seconds, added to those of the earlier commands of the same run (a run resumed
+    after an interruption sums its segments); a command after a complete run starts a new run."""
+    path = out / "run-segments.json"
+    try:
+        state = json.loads(path.read_text())
+        segments = [] if state.get("complete") else list(state["segments"])
+    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        segments = []
+    segments.append({"ended": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "wall_s": wall_s, "judged": judged})
+    write_atomically(path, json.dumps({"segments": segments, "complete": complete}, indent=2))
+    return segments
 
 
 def eta_column():

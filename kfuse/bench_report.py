@@ -19,10 +19,10 @@ from rich.console import Console
 from rich.table import Table
 
 FAILURES = ("compile_error", "crashed", "timeout", "incorrect", "rejected", "unsupported", "missing")
-STATUSES = ("correct",) + FAILURES
-COLORS = {"correct": "#2e9d5b", "incorrect": "#d64545", "compile_error": "#a155b9", "crashed": "#b8322a",
+STATUSES = ("correct", "correct-parity") + FAILURES
+COLORS = {"correct": "#2e9d5b", "correct-parity": "#8cc63f", "incorrect": "#d64545", "compile_error": "#a155b9", "crashed": "#b8322a",
           "timeout": "#e0a020", "rejected": "#e06c2c", "unsupported": "#7b8794", "missing": "#b7bfc8"}
-RICH_STYLE = {"correct": "bold green", "incorrect": "bold red", "compile_error": "bold magenta",
+RICH_STYLE = {"correct": "bold green", "correct-parity": "yellow", "incorrect": "bold red", "compile_error": "bold magenta",
               "crashed": "bold red", "timeout": "bold yellow", "rejected": "red", "unsupported": "dim",
               "missing": "dim"}
 P_MAX, P_STEPS = 3.0, 61
@@ -88,12 +88,47 @@ def summarize(records: list[dict], baselines: list[str], total: int | None = Non
         "kernels_fused": sum(len(r.get("kernels", [])) for r in records),
         "unfused_ops": dict(unfused.most_common()),
         "failures": {s: [{"id": r["id"], "reason": (r["reasons"] or [""])[0]} for r in records if r["status"] == s]
-                     for s in FAILURES if statuses.get(s, 0)},
+                     for s in STATUSES[1:] if statuses.get(s, 0)},  # correct-parity listed apart too
+        "stages_s": stage_totals(records),
     }
     for b in baselines:
         value, count = geomean(records, b)
         summary["geomean"][b] = {"value": value, "over_correct": count}
     return summary
+
+
+STAGE_LABELS = {"capture_plan": "capture and plan", "build": "build", "trials": "judge trials",
+                "compile": "torch.compile", "gpu_wait": "waiting for the GPU", "timing": "timing"}
+
+
+def stage_totals(records: list[dict]) -> dict[str, float]:
+    """Seconds per stage summed over the problems run now (cached results cost nothing this time). Problems run
+    side by side, so the sum exceeds the wall-clock time."""
+    totals: dict[str, float] = {}
+    for r in records:
+        if r.get("cached"):
+            continue
+        for stage, seconds in (r.get("stages_s") or {}).items():
+            totals[stage] = totals.get(stage, 0.0) + seconds
+    return {stage: round(totals[stage], 1) for stage in sorted(totals, key=lambda s: list(STAGE_LABELS).index(s)
+                                                               if s in STAGE_LABELS else len(STAGE_LABELS))}
+
+
+def time_text(meta: dict, summary: dict) -> str:
+    """'wall 612 s; summed over problems: capture and plan 80 s, build 900 s, ...; builds: 3 cached, 40 built'."""
+    parts = []
+    if meta.get("wall_s") is not None:
+        segments = len(meta.get("segments") or [])
+        parts.append(f"wall {meta['wall_s']:.0f} s" + (f" over {segments} commands" if segments > 1 else ""))
+    stages = summary.get("stages_s") or {}
+    if stages:
+        parts.append("summed over problems: " + ", ".join(f"{STAGE_LABELS.get(k, k)} {v:.0f} s"
+                                                           for k, v in stages.items()))
+    cache = meta.get("build_cache") or {}
+    if cache.get("hits") or cache.get("built"):
+        parts.append(f"builds: {cache['hits']} from the cache, {cache['built']} built"
+                     + (f", {cache['failed']} failed before the judge" if cache.get("failed") else ""))
+    return "; ".join(parts)
 
 
 def label(baseline: str) -> str:
@@ -386,6 +421,8 @@ def render_html(records: list[dict], summary: dict, meta: dict, plots: dict[str,
         out.append(f"<div class='card'><div class='t'>{_e(title)}</div><div class='v'>{_e(value)}</div>"
                    f"<div class='n'>{_e(note)}</div></div>")
     out.append("</div>")
+    if time_text(meta, summary):
+        out.append(f"<div class='note'><b>Time:</b> {_e(time_text(meta, summary))}.</div>")
     out.append("<div class='note'>fast_p (KernelBench's definition): the fraction of <i>all</i> problems that are "
                "correct and run more than p× faster than the baseline; fast_0 is the fraction correct. A correct "
                "problem without a measured speedup counts as not fast. Geomeans are over the correct problems "

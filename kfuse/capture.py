@@ -6,6 +6,7 @@ kernels kfuse generates read every size at run time.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import torch
@@ -138,6 +139,37 @@ def _fold_scalar_constant(node: torch.fx.Node, value) -> bool:
     return True
 
 
+def _fold_number_ops(graph: torch.fx.Graph) -> None:
+    """An op whose tensor operands all became numbers (`torch.log(torch.tensor(100.0))`) is computed here, on 0-dim
+    tensors as eager computes it, and its users read the resulting number: no kernel for a value known now."""
+    folded = True
+    while folded:
+        folded = False
+        for node in list(graph.nodes):
+            if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+                continue
+            schema = node.target._schema
+            if schema.is_mutable or len(schema.returns) != 1 or str(schema.returns[0].type) != "Tensor":
+                continue
+            values = list(node.args) + [node.kwargs[a.name] for a in schema.arguments[len(node.args):]
+                                        if a.name in node.kwargs]
+            if any(isinstance(v, torch.fx.Node) or (isinstance(v, (list, tuple)) and
+                                                    any(isinstance(x, torch.fx.Node) for x in v)) for v in values):
+                continue
+            numbers = [isinstance(v, (int, float)) and not isinstance(v, bool) and str(a.type).startswith("Tensor")
+                       for a, v in zip(schema.arguments, node.args)]
+            if not any(numbers):  # a factory (randn, full): not a value of folded numbers
+                continue
+            args = [torch.tensor(v) if n else v for v, n in zip(node.args, numbers)]
+            try:
+                value = node.target(*args, **node.kwargs)
+            except Exception:  # not computable here: left for the planner, as it was
+                continue
+            if value.dim() == 0 and value.device.type == "cpu" and not value.is_complex() and value.dtype != torch.bool:
+                _replace_with_number(node, value.item())
+                folded = True
+
+
 # The copies export wraps around a tensor made in forward: the number goes through them.
 _CONSTANT_COPIES = {"aten.lift_fresh_copy.default", "aten.detach.default", "aten.detach_.default",
                     "aten.clone.default", "aten.alias.default"}
@@ -159,13 +191,35 @@ def _replace_with_number(node: torch.fx.Node, number) -> None:
     node.graph.erase_node(node)
 
 
+@contextlib.contextmanager
+def numbers_keep_their_value():
+    """`torch.tensor(0.0, device=x.device)` in forward, with x on the meta device (where kfuse captures), would
+    be a meta tensor: its value lost before it could be folded. While capturing, a tensor made from a Python
+    number is made on the CPU instead (a 0-dim CPU tensor may meet tensors of any device), so export keeps it as
+    a constant with its value, which _fold_scalar_constant turns back into the number."""
+    make = torch.tensor
+
+    def tensor(data, *args, **kwargs):
+        device = kwargs.get("device")
+        if isinstance(data, (bool, int, float)) and device is not None and torch.device(device).type == "meta":
+            kwargs["device"] = "cpu"
+        return make(data, *args, **kwargs)
+
+    torch.tensor = tensor
+    try:
+        yield
+    finally:
+        torch.tensor = make
+
+
 def capture(model: torch.nn.Module, example_inputs: list) -> Captured:
     from torch.export.graph_signature import InputKind, OutputKind
 
     try:
-        with torch.no_grad():
+        with torch.no_grad(), numbers_keep_their_value():
             probe = model(*example_inputs)
-        exported = torch.export.export(model, tuple(example_inputs))
+        with numbers_keep_their_value():
+            exported = torch.export.export(model, tuple(example_inputs))
         _batchmean_at_run_time(exported)
         if any(str(n.target) in DECOMPOSED for n in exported.graph.nodes if n.op == "call_function"):
             # only then: run_decompositions also rewrites ops kfuse fuses as they are (training batch norm)
@@ -195,6 +249,7 @@ def capture(model: torch.nn.Module, example_inputs: list) -> Captured:
             raise CaptureError(f"unsupported graph input {node.name} of kind {spec.kind.name} "
                                f"(tensor constants created in forward are not supported yet)")
 
+    _fold_number_ops(exported.graph)
     output_node = next(n for n in exported.graph.nodes if n.op == "output")
     returned = list(output_node.args[0])
     outputs, updates = [], {}

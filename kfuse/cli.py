@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from kfuse import PRECISIONS
+from kfuse import PRECISIONS, __version__
 from kfuse.errors import UsageError
 
 EXIT_CORRECT, EXIT_VERDICT, EXIT_USAGE = 0, 1, 2
@@ -39,6 +39,12 @@ def judge_with_progress(problem: Path, candidate: Path, options) -> dict:
     return verdict
 
 
+def seconds_text(stages: dict[str, float]) -> str:
+    """'capture 1.2 s, plan 0.1 s, ...': where a command's time went."""
+    return ", ".join(f"{name.replace('_', ' ')} {seconds:.1f} s" for name, seconds in stages.items()
+                     if seconds >= 0.05)
+
+
 def write_json(path: Path | None, data: dict) -> None:
     if path:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -46,7 +52,7 @@ def write_json(path: Path | None, data: dict) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="kfuse")
+@click.version_option(version=__version__, prog_name="kfuse")
 def main() -> None:
     """Fused custom-kernel replacements for PyTorch models, and an honest judge for them."""
 
@@ -110,7 +116,7 @@ def optimize_command(problem, output, device, precision, no_check, no_timing, co
     except Exception as err:  # a gap in kfuse itself: still one line, and a non-zero exit
         fail(f"kfuse could not optimize {problem} ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
              f"; please report it")
-    click.echo(f"kfuse: wrote {output}", err=True)
+    click.echo(f"kfuse: wrote {output} ({seconds_text(result.stages_s)})", err=True)
     for kernel in result.kernels:
         into = f" (in place into {kernel['in_place_into']})" if kernel["in_place_into"] else ""
         click.echo(f"  kernel {kernel['name']}: {' -> '.join(kernel['fuses'])}{into}", err=True)
@@ -124,6 +130,8 @@ def optimize_command(problem, output, device, precision, no_check, no_timing, co
         verdict = judge_with_progress(problem, output, options)
         report["verdict"] = verdict
         status = verdict["status"]
+        if verdict.get("stages_s"):
+            click.echo(f"kfuse: judged in {seconds_text(verdict['stages_s'])}", err=True)
     report["status"] = status
     write_json(json_path, report)
     sys.exit(EXIT_CORRECT if status in ("correct", None) else EXIT_VERDICT)
@@ -221,7 +229,7 @@ def bench_command(paths, candidates, device, workers, per_gpu, out, ray_address,
     from rich.console import Console
 
     from kfuse.bench import BenchOptions, bench
-    from kfuse.bench_report import print_table
+    from kfuse.bench_report import print_table, time_text
 
     options = BenchOptions(device=device, out=out, candidates=candidates, workers=workers, per_gpu=per_gpu,
                            ray=ray_address,
@@ -242,4 +250,5 @@ def bench_command(paths, candidates, device, workers, per_gpu, out, ray_address,
         console.print("  [dim]timing off (--no-timing): no speedups, so no problem counts as fast[/]")
     click.echo(f"kfuse: report in {run.files['html']} ({run.judged} judged now, {run.cached} from the cache)",
                err=True)
+    click.echo(f"kfuse: {time_text(run.meta, run.summary)}", err=True)
     sys.exit(130 if run.interrupted else 0)

@@ -329,6 +329,7 @@ class Sources:
     library_calls: list[str]     # ATen ops kept as library calls (anchors and the rest)
     unfused: list[dict]          # ops left unfused, with the reason
     sm90a: bool = False          # the CUDA source has a kernel for sm_90a (kfuse's wgmma GEMM)
+    packed: bool = False         # forward takes its tensors as one list (PACKED_ARGUMENTS)
 
 
 def render_kernel_body(kernel: FusedKernel) -> tuple[list[str], str]:
@@ -702,12 +703,23 @@ def boxed_arguments(node: torch.fx.Node) -> list:
     return values
 
 
+# A view needs its input laid out as the reference's was; a kfuse kernel may lay its result out otherwise (a
+# transposed GEMM output, a channels-last one). reshape takes the same arguments and gives the same values, a copy
+# only where the layout needs one.
+_AS_RESHAPE = {("aten::view", ""), ("aten::_unsafe_view", "")}
+# cuDNN's recurrent layers, called from the file, refused a strided initial state that eager's nn.LSTM call took
+# ("rnn: hx is not contiguous", on an H200): the same values, made contiguous.
+_CONTIGUOUS_STATE = {("aten::lstm", "hx"), ("aten::gru", "hx"), ("aten::rnn_tanh", "hx"), ("aten::rnn_relu", "hx")}
+
+
 def _library_call(call: LibraryCall, names: dict[str, str], handles: list[str]) -> str:
     node = call.node
     schema = node.target._schema
     handle = f"op_{node.name}"
-    handles.append(f'    static const c10::OperatorHandle {handle} = kf::aten("{schema.name}", '
-                   f'"{schema.overload_name}");')
+    name, overload = schema.name, schema.overload_name
+    if (name, overload) in _AS_RESHAPE:
+        name, overload = "aten::reshape", ""
+    handles.append(f'    static const c10::OperatorHandle {handle} = kf::aten("{name}", "{overload}");')
     values = boxed_arguments(node)
     if call.bias_moved:  # the kernel that follows adds it, in the pass it makes anyway
         values[2] = None
@@ -719,6 +731,10 @@ def _library_call(call: LibraryCall, names: dict[str, str], handles: list[str]) 
             before += f"    const at::Tensor {node.name}_{role} = kf::channels_last({names[value.name]});\n"
     rendered = []
     for arg, value in zip(schema.arguments, values):
+        if (name, arg.name) in _CONTIGUOUS_STATE:
+            states = value if isinstance(value, (list, tuple)) else [value]
+            local = {**local, **{x.name: f"{local[x.name]}.contiguous()" for x in states
+                                 if isinstance(x, torch.fx.Node)}}
         if isinstance(value, (int, float)) and str(arg.type).startswith("Tensor"):
             # A Python number where the op takes a Tensor: a wrapped number, as eager PyTorch passes it.
             rendered.append(f"kf::wrapped_number({_scalar(value)})")
@@ -747,15 +763,37 @@ def _tuple_item(item: TupleItem, names: dict[str, str], plan: Plan) -> str:
     return f"    at::Tensor {item.node.name} = {item.source}[{item.index}].toTensor();"
 
 
-def _forward(captured: Captured, plan: Plan, names: dict[str, str], target: str) -> str:
-    # Buffers the model updates (running statistics) come by value: the handle shares their storage.
+# A forward with more tensors than this takes them as one list: pybind11 describes a bound function's signature at
+# compile time, and with hundreds of parameters (DenseNet-201: 620) that exceeds g++'s constexpr limits.
+PACKED_ARGUMENTS = 128
+
+
+def packs_arguments(captured: Captured) -> bool:
+    return len(_forward_tensors(captured)) > PACKED_ARGUMENTS
+
+
+def _forward_tensors(captured: Captured) -> list:
     # Numbers among the user's inputs were folded into the graph at capture: they are not parameters here.
-    tensors = [i for i in captured.inputs if i.kind != "user" or i.dtype is not None]
-    params = ", ".join(f"at::Tensor {i.name}" if i.name in captured.buffer_updates else f"const at::Tensor& {i.name}"
-                       for i in tensors)
+    return [i for i in captured.inputs if i.kind != "user" or i.dtype is not None]
+
+
+def _forward(captured: Captured, plan: Plan, names: dict[str, str], target: str,
+             shared: dict[str, str] | None = None) -> str:
+    # Buffers the model updates (running statistics) come by value: the handle shares their storage.
+    tensors = _forward_tensors(captured)
+    declared = [f"at::Tensor {i.name}" if i.name in captured.buffer_updates else f"const at::Tensor& {i.name}"
+                for i in tensors]
     handles: list[str] = []
     body = []
+    unpacked = []
+    if packs_arguments(captured):
+        params = "const std::vector<at::Tensor>& kf_args"
+        unpacked = [f"    {d} = kf_args[{j}];" for j, d in enumerate(declared)]
+    else:
+        params = ", ".join(declared)
+    shared = shared or {}
     for step in plan.steps:
+        start = len(body)
         if isinstance(step, LibraryCall):
             body.append(_library_call(step, names, handles))
         elif isinstance(step, TupleItem):
@@ -776,13 +814,15 @@ def _forward(captured: Captured, plan: Plan, names: dict[str, str], target: str)
             note = f"  // in place into {step.write_into}" if step.write_into else ""
             body.append(f"    at::Tensor {step.result.name} = {step.name}({args}, {into});{note}")
             names[step.result.name] = step.result.name
+        if not isinstance(step, (LibraryCall, TupleItem)) and step.name in shared:
+            body[start:] = [_call_shared(line, step.name, shared) for line in body[start:]]
     for buffer, value in captured.buffer_updates.items():
         body.append(f"    {buffer}.copy_({names[value]});  // buffer update, as the model does")
     outputs = ", ".join(names[o] for o in captured.outputs)
     guards = ["    at::NoGradGuard no_grad;"]
     if target == "cuda" and tensors:  # kernels launch on the inputs' GPU, whichever is current
         guards.append(f"    const c10::cuda::CUDAGuard device_guard({tensors[0].name}.device());")
-    lines = "\n".join(guards + handles + body)
+    lines = "\n".join(unpacked + guards + handles + body)
     if len(captured.outputs) == 1 and not captured.returns_tuple:  # a tensor back, not a list to index
         return f"at::Tensor forward({params}) {{\n{lines}\n    return {outputs};\n}}\n"
     return f"std::vector<at::Tensor> forward({params}) {{\n{lines}\n    return {{{outputs}}};\n}}\n"
@@ -794,30 +834,80 @@ def _kernel_argument(kernel: FusedKernel, name: str, names: dict[str, str]) -> s
     return names[name]
 
 
+def _owned_names(step) -> list[str]:
+    """The names a step's printed code defines: its own, and those of a pointwise kernel fused into it."""
+    return [step.name] + [v.name for v in vars(step).values() if isinstance(v, FusedKernel)]
+
+
+def _canonical(text: str, owned: list[str]) -> str:
+    """`text` with the step's own names, comments and local value names (v_<node>, numbered by first use) made
+    neutral: two steps with the same canonical text differ only in names, so one's code serves both."""
+    for j, name in enumerate(sorted(owned, key=len, reverse=True)):
+        text = re.sub(rf"\b{re.escape(name)}(?=\b|_)", f"@{j}", text)
+    text = re.sub(r"//[^\n]*", "", text)
+    local: dict[str, str] = {}
+    return re.sub(r"\bv_\w+", lambda m: local.setdefault(m.group(0), f"v{len(local)}"), text)
+
+
+def _share_identical(steps: list, printed) -> tuple[list, dict[str, str]]:
+    """Steps whose printed code is the same up to names (the BatchNorms of a network, its repeated blocks) share
+    the first one's code: the file then grows with a network's distinct kernels, not with its layers.
+    Returns the steps to print and, for each other step, the name of the one whose function it calls."""
+    first: dict[str, object] = {}
+    shared: dict[str, str] = {}
+    for step in steps:
+        key = _canonical(printed(step), _owned_names(step))
+        if key in first:
+            shared[step.name] = first[key].name
+        else:
+            first[key] = step
+    return list(first.values()), shared
+
+
+def _call_shared(line: str, step_name: str, shared: dict[str, str]) -> str:
+    """A forward line that calls `step_name(...)`, calling the step whose code it shares instead."""
+    if step_name not in shared:
+        return line
+    return re.sub(rf"\b{re.escape(step_name)}\(", f"{shared[step_name]}(", line)
+
+
+def _printed_text(sources) -> str:
+    return "".join(v for v in vars(sources).values() if isinstance(v, str))
+
+
 def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     names = {i.name: i.name for i in captured.inputs}
     first_tensor = next((i.name for i in captured.inputs if i.dtype is not None), None)
     names["__device__"] = f"{first_tensor}.device()" if first_tensor else "at::Device(at::kCPU)"
-    kernel_functions = "".join(_op_function(k) for k in plan.kernels)
-    host_wrappers = "".join(_host_wrapper(k, target) for k in plan.kernels)
-    forward = _forward(captured, plan, names, target)
-    red = reductions.render(plan.reductions, target)
-    att = attention.render(plan.attentions, target)
-    win = windows.render(plan.windows, target)
-    gm = gemms.render(plan.gemms, target)
-    conv = convolutions.render(plan.convolutions, target)
+
+    def pointwise_text(k: FusedKernel) -> str:
+        device = (_cuda_kernels(k) + (_channels_last_kernel(k) if k.channels_last_input else "")
+                  if target == "cuda" else _cpu_kernel(k))
+        return _op_function(k) + device + _host_wrapper(k, target)
+
+    pointwise, shared = _share_identical(plan.kernels, pointwise_text)
+    families = {}
+    for module, steps in ((reductions, plan.reductions), (attention, plan.attentions), (windows, plan.windows),
+                          (gemms, plan.gemms), (convolutions, plan.convolutions)):
+        unique, same = _share_identical(steps, lambda step, m=module: _printed_text(m.render([step], target)))
+        families[module] = module.render(unique, target)
+        shared.update(same)
+    red, att, win, gm, conv = (families[m] for m in (reductions, attention, windows, gemms, convolutions))
+    kernel_functions = "".join(_op_function(k) for k in pointwise)
+    host_wrappers = "".join(_host_wrapper(k, target) for k in pointwise)
+    forward = _forward(captured, plan, names, target, shared)
     if target == "cuda":
         launches = "".join(f"void {k.name}_launch(const kf::Operand* o, const kf::Shape& shape, float* out, "
-                           f"bool small_index, int sms, cudaStream_t stream);\n" for k in plan.kernels)
+                           f"bool small_index, int sms, cudaStream_t stream);\n" for k in pointwise)
         launches += "".join(f"void {k.name}_launch_from_channels_last(const kf::Operand* o, const kf::Shape& shape, "
                             f"float* out, bool small_index, cudaStream_t stream);\n"
-                            for k in plan.kernels if k.channels_last_input)
+                            for k in pointwise if k.channels_last_input)
         channels_last = any(c.channels_last for c in plan.library_calls)
         cuda = ("#include <cuda_runtime.h>\n#include <algorithm>\n" + COMMON + conv.common
                 + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions + conv.functions)
                 + kernel_functions + conv.functions
                 + "".join(_cuda_kernels(k) + (_channels_last_kernel(k) if k.channels_last_input else "")
-                          for k in plan.kernels)
+                          for k in pointwise)
                 + red.decls + red.helpers + red.device + att.decls + att.device
                 + win.decls + win.helpers + win.device + gm.decls + gm.device + conv.device
                 + (CHANNELS_LAST_COPY_DEVICE if channels_last else ""))
@@ -828,7 +918,7 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
                + (DISPATCH_RUNTIME if CALLS_ATEN in host else "") + CUDA_HOST_RUNTIME + host)
     else:
         cuda = None
-        host = (kernel_functions + conv.functions + "".join(_cpu_kernel(k) for k in plan.kernels) + host_wrappers
+        host = (kernel_functions + conv.functions + "".join(_cpu_kernel(k) for k in pointwise) + host_wrappers
                 + red.decls + red.helpers + red.device + red.host + att.decls + att.host
                 + win.decls + win.helpers + win.device + win.host + gm.decls + gm.device + gm.host + conv.device
                 + conv.host + forward)
@@ -840,11 +930,14 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     kernels += [{"name": k.name, "fuses": k.ops, "in_place_into": None, "reads_channels_last": None}
                 for k in plan.reductions + plan.attentions + plan.windows + plan.gemms + plan.convolutions]
     kernels.sort(key=lambda k: _step_index(plan, k["name"]))
+    for k in kernels:
+        if k["name"] in shared:
+            k["shares_code_with"] = shared[k["name"]]
     library = [c.op for c in plan.library_calls]
     unfused = [{"op": c.op, "node": c.node.name,
                 "reason": "anchor: runs on the vendor library, its epilogue fused after it" if c.anchor
                 else _unfused_reason(c)} for c in plan.library_calls]
-    return Sources(cpp, cuda, kernels, library, unfused, sm90a=gm.sm90a)
+    return Sources(cpp, cuda, kernels, library, unfused, sm90a=gm.sm90a, packed=packs_arguments(captured))
 
 
 def _step_index(plan: Plan, name: str) -> int:

@@ -172,7 +172,8 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     for name, value in _frozen_numbers(forward, example_inputs):
         model_new.append(f"        if {name} != {value}:  # numbers are compiled into the kernels")
         model_new.append(f'            raise ValueError("this ModelNew was compiled for {name}={value}")')
-    call = f"kernels.forward({', '.join(call_args)})"
+    listed = ", ".join(call_args)
+    call = f"kernels.forward([{listed}])" if sources.packed else f"kernels.forward({listed})"
     structure = captured.structure
     if structure == "tensor":
         model_new.append(f"        return {call}")

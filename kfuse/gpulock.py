@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from pathlib import Path
 
 ENV = "KFUSE_GPU_LOCK"
@@ -32,6 +33,7 @@ class GpuLock:
         self._data = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         self._gate = os.open(self.path.with_name(self.path.name + ".gate"), os.O_RDWR | os.O_CREAT, 0o644)
         self._held: int | None = None   # fcntl.LOCK_SH or LOCK_EX while inside a section
+        self.waited_s = 0.0             # seconds spent waiting for other judges (reported per stage by the judge)
 
     @contextlib.contextmanager
     def _section(self, mode: int):
@@ -40,11 +42,13 @@ class GpuLock:
                 raise RuntimeError("cannot take the GPU exclusively inside a shared section")
             yield
             return
+        began = time.perf_counter()
         fcntl.flock(self._gate, fcntl.LOCK_EX)
         try:
             fcntl.flock(self._data, mode)
         finally:
             fcntl.flock(self._gate, fcntl.LOCK_UN)
+        self.waited_s += time.perf_counter() - began
         self._held = mode
         try:
             yield
@@ -67,6 +71,8 @@ class GpuLock:
 
 class NoLock:
     """One job per GPU: nothing to coordinate."""
+
+    waited_s = 0.0
 
     def shared(self):
         return contextlib.nullcontext()

@@ -28,7 +28,9 @@ from kfuse.extract import ExtractionError
 from kfuse.loader import check_problem_source, parse_python, read_candidate, top_level_names
 from kfuse.static import check_source
 
-STATUSES = ("correct", "incorrect", "compile_error", "crashed", "timeout", "rejected")
+# correct-parity: every kfuse check passed, KernelBench's allclose(1e-4) against eager did not (eager's own result
+# is that far from float64: TF32 convolutions). Reported apart, never counted as correct.
+STATUSES = ("correct", "correct-parity", "incorrect", "compile_error", "crashed", "timeout", "rejected")
 SCHEMA = "kfuse.verdict/1"
 LOG_TAIL_CHARS = 4000
 
@@ -70,6 +72,7 @@ def new_verdict(problem: str, candidate: str, options: CheckOptions) -> dict:
         "problem": str(problem), "candidate": str(candidate), "extraction": None,
         "options": asdict(options), "environment": None, "static": [], "stage": None, "build_s": None,
         "kernelbench_pass": None, "trials": [], "timing": None, "error_log": None, "elapsed_s": None,
+        "stages_s": None, "gpu_wait_s": None,
     }
 
 
@@ -136,6 +139,31 @@ SIGNAL_MEANING = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus erro
 
 # The worker's stage while the candidate's file is imported (its extensions built).
 BUILD_STAGE = "building the candidate"
+# ...and while it waits for other judges' timing to end before its own (kfuse bench --per-gpu).
+WAIT_STAGE = "waiting for the GPU to time alone"
+
+
+def stage_bucket(stage: str) -> str:
+    """Where a worker stage's seconds are reported: the parts of a judgement a user can act on."""
+    if stage == BUILD_STAGE:
+        return "build"
+    if stage == WAIT_STAGE:
+        return "gpu_wait"
+    if stage.startswith("compiling the reference"):
+        return "compile"
+    if stage.startswith("timing") or stage.startswith("setting up the reference's timing"):
+        return "timing"
+    return "trials"  # loading, the reference and its float64 truth, the trials, the checks after timing
+
+
+def stage_seconds(events: list[dict], started: float, ended: float) -> dict[str, float]:
+    """Seconds per bucket (stage_bucket), from the worker's stage events; "startup" is the time before the first
+    (the process and its imports)."""
+    marks = [("startup", started)] + [(stage_bucket(e["stage"]), e["t"]) for e in events if e["event"] == "stage"]
+    seconds: dict[str, float] = {}
+    for (bucket, t), (_, t_next) in zip(marks, marks[1:] + [("", ended)]):
+        seconds[bucket] = seconds.get(bucket, 0.0) + max(0.0, t_next - t)
+    return {bucket: round(s, 3) for bucket, s in seconds.items()}
 
 
 def stale_build_locks(code: str, since: float) -> list[str]:
@@ -189,6 +217,7 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
             timed_out = wait_with_stages(process, events_path, token, options.timeout, on_stage)
         events = read_events(events_path, token)
         log_text = log_path.read_text(errors="replace")
+    verdict["stages_s"] = stage_seconds(events, started, time.time())
 
     stages = [e["stage"] for e in events if e["event"] == "stage"]
     verdict["stage"] = stages[-1] if stages else "starting the worker"
@@ -202,6 +231,7 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
         verdict["trials"] = report.get("trials", [])
         verdict["kernelbench_pass"] = report.get("kernelbench_pass")
         verdict["timing"] = report.get("timing")
+        verdict["gpu_wait_s"] = report.get("gpu_wait_s")
     if timed_out:
         verdict["error_log"] = log_text[-LOG_TAIL_CHARS:]
         reasons = [f"timed out after {options.timeout:g} s while {verdict['stage']} (build included in the limit)"]
@@ -220,6 +250,10 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
                                f"{verdict['stage']}"]
         return "crashed", [f"the worker exited with code {code} while {verdict['stage']}"]
     status = outcome["status"]
+    if status == "correct" and verdict["kernelbench_pass"] is False:
+        return "correct-parity", [
+            "every kfuse check passed, but KernelBench's check (allclose, atol = rtol = 1e-4 against eager's output) "
+            "failed in some trial: the candidate is as close to float64 as eager is, not within 1e-4 of eager"]
     if status == "judge_error":
         verdict["error_log"] = log_text[-LOG_TAIL_CHARS:]
         return "crashed", outcome["reasons"] + ["(the judge itself failed here: please report this with the log)"]

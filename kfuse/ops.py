@@ -550,6 +550,9 @@ def _register_all() -> None:
     _add("aten.clamp_max.Tensor", lambda p: _call("kf_minimum", p["self"], p["max"]), ("self", "max"))
     _add("aten.maximum.default", lambda p: _call("kf_maximum", p["self"], p["other"]), ("self", "other"))
     _add("aten.minimum.default", lambda p: _call("kf_minimum", p["self"], p["other"]), ("self", "other"))
+    # torch.min(x, y) / torch.max(x, y) are minimum / maximum (y may be a number folded at capture)
+    _add("aten.min.other", lambda p: _call("kf_minimum", p["self"], p["other"]), ("self", "other"))
+    _add("aten.max.other", lambda p: _call("kf_maximum", p["self"], p["other"]), ("self", "other"))
     _add("aten.fmax.default", lambda p: _call("fmaxf", p["self"], p["other"]), ("self", "other"))
     _add("aten.fmin.default", lambda p: _call("fminf", p["self"], p["other"]), ("self", "other"))
 

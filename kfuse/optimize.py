@@ -6,7 +6,8 @@ load (import the problem) -> capture (torch.export) -> plan (group into kernels)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -28,10 +29,25 @@ class Optimized:
     kernels: list[dict]
     library_calls: list[str]
     unfused: list[dict]
+    stages_s: dict[str, float] = field(default_factory=dict)  # load, capture, plan, codegen (seconds)
 
     def to_dict(self) -> dict:
         return {"output": str(self.path), "target": self.target, "kernels": self.kernels,
-                "library_calls": self.library_calls, "unfused": self.unfused}
+                "library_calls": self.library_calls, "unfused": self.unfused, "stages_s": self.stages_s}
+
+
+class Stopwatch:
+    """Seconds per named stage, each stage ending where the next begins."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self._stage, self._began = None, time.perf_counter()
+
+    def stage(self, name: str | None) -> None:
+        now = time.perf_counter()
+        if self._stage is not None:
+            self.seconds[self._stage] = round(self.seconds.get(self._stage, 0.0) + now - self._began, 3)
+        self._stage, self._began = name, now
 
 
 def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp32") -> Optimized:
@@ -42,6 +58,8 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
     if precision not in PRECISIONS:
         raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)} (got {precision!r})")
     check_problem_source(problem_path)
+    clock = Stopwatch()
+    clock.stage("load")
     try:
         problem, init_inputs = load_problem(str(problem_path))
         # Captured on the meta device: the graph is the same on every device, a 6 GB input costs nothing, and
@@ -51,10 +69,12 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
         example = make_inputs(problem, seed=0, device=meta)
     except ProblemError as err:
         raise UsageError(str(err)) from None
+    clock.stage("capture")
     try:
         captured = capture(model, example)
     except CaptureError as err:
         raise UsageError(str(err)) from None
+    clock.stage("plan")
     add_convolution_epilogues(captured, device, precision)
     steps = plan(captured.graph, device, precision)
     if not (steps.kernels or steps.reductions or steps.attentions or steps.windows or steps.gemms
@@ -65,6 +85,7 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
         why = f" (kfuse's kernels compute in float32; this model's tensors are {', '.join(others)})" if others else ""
         raise UsageError(f"kfuse has no kernel for anything in {problem_path.name} yet (ops: {ops}){why}; a file of "
                          f"library calls alone would not be a custom kernel")
+    clock.stage("codegen")
     try:
         sources = generate(captured, steps, device)
         text = emit(problem_path, captured, sources, device, example, precision)
@@ -72,5 +93,6 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
         raise UsageError(f"cannot emit a ModelNew for {problem_path.name}: {err}") from None
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text)
-    return Optimized(output, device, sources.kernels, sources.library_calls, sources.unfused)
+    clock.stage(None)
+    return Optimized(output, device, sources.kernels, sources.library_calls, sources.unfused, clock.seconds)
 

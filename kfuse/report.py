@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-STYLE = {"correct": "bold green", "incorrect": "bold red", "compile_error": "bold magenta",
+STYLE = {"correct": "bold green", "correct-parity": "bold yellow", "incorrect": "bold red", "compile_error": "bold magenta",
          "crashed": "bold red", "timeout": "bold yellow", "rejected": "bold red"}
 
 

@@ -22,7 +22,7 @@ import torch
 
 from kfuse import gpulock, roofline, wire
 from kfuse.compare import compare_outputs, float64_chunks, leaves, same_bits
-from kfuse.judge import BUILD_STAGE
+from kfuse.judge import BUILD_STAGE, WAIT_STAGE
 from kfuse.problem import (ProblemError, apply_precision, build_reference, describe_exception, load_problem,
                            make_inputs, release_cached_memory, rerandomise, strided, synchronize, weight_scales)
 from kfuse.timing import TimingPlan, time_interleaved
@@ -204,6 +204,13 @@ class Judgement:
         self.events.stage(label)
         refill_seed = seed + 10_000 if kind == "refill" else None
         layout = "strided" if kind == "strided" else "contiguous"
+        if kind == "strided":
+            refused = self.reference_refuses_strided(seed)
+            if refused:  # a candidate need not take inputs the Model itself does not
+                trial.update(passed=True, skipped=f"the problem's Model does not take non-contiguous inputs "
+                                                  f"({refused}): the candidate is not asked to")
+                self.notes.append(trial["skipped"])
+                return trial
         reply = self.candidate.request("call", seed=seed, inputs_seed=seed, refill_seed=refill_seed,
                                        twice=kind == "determinism", layout=layout)
         outputs = reply["outputs"]
@@ -225,6 +232,22 @@ class Judgement:
         del reply, outputs
         release_cached_memory(self.device)
         return trial
+
+    def reference_refuses_strided(self, seed: int) -> str | None:
+        """Why the reference fails on non-contiguous copies of the inputs (a `.view` of an input, cuDNN's LSTM
+        with a strided h0), or None. Run on a copy of the model: its state (running statistics) stays as it is."""
+        probe, inputs = copy.deepcopy(self.reference), self.inputs(seed, "strided")
+        torch.manual_seed(seed)
+        try:
+            with torch.no_grad():
+                probe(*inputs)
+            synchronize(self.device)
+        except Exception as err:
+            return describe_exception(err)
+        finally:
+            del probe, inputs
+            release_cached_memory(self.device)
+        return None
 
     def check_buffers(self, trial: dict, theirs: dict) -> None:
         """Buffers (BatchNorm's running statistics) must evolve as the reference's do."""
@@ -259,6 +282,7 @@ class Judgement:
             reference = self.timer.request("time_prepare", inputs_seed=base, name="eager",
                                            compile_modes=list(s["compile_modes"]))
             self.candidate.request("time_prepare", inputs_seed=base, name="candidate", compile_modes=[])
+        self.events.stage(WAIT_STAGE)
         with self.gpu.exclusive():
             ceilings = roofline.device_ceilings(self.device)  # measured once per device: a timing of its own
             stats = self._timed_rounds(plan, base, reference["timed"])
@@ -424,8 +448,10 @@ def main(spec_path: str, events_path: str) -> int:
     judgement = Judgement(spec, events)
     try:
         report = judgement.run()
+        report["gpu_wait_s"] = round(judgement.gpu.waited_s, 3)
         events.emit("outcome", status="correct", reasons=[], report=report)
     except Outcome as outcome:
+        judgement.report["gpu_wait_s"] = round(judgement.gpu.waited_s, 3)
         events.emit("outcome", status=outcome.status, reasons=outcome.reasons, report=judgement.report)
     except Exception as err:  # a failure of the judge itself: say so plainly, with the traceback in the log
         traceback.print_exc()

@@ -4,24 +4,26 @@
 #
 #   scripts/gpu_bench.sh STATE SECONDS PER_GPU [PATHS...]     (on the device, from the repo root)
 #
-# STATE/out is the bench's --out folder (carry STATE to the next call); the packed copy is $OUT/state.tgz and
-# the report files are also copied to $OUT/ (results.json, report.html, *.png). Leave ~60 s of the call's limit
-# beyond SECONDS for the interrupted judges to stop and the state to be packed (570 of 600 ran out).
+# STATE/out is the bench's --out folder. On a warm machine the next call finds it as it was (keep STATE in a
+# git-ignored folder of the checkout, e.g. bench-out/); on a fresh one, carry STATE, unpacked from $OUT/state.tgz.
+# The packed copy leaves out the build caches (STATE/out/extensions, STATE/out/inductor: large, and rebuilt on a
+# fresh machine anyway). The report files are also copied to $OUT/. MIN_SECONDS (default 1.0) is --min-seconds.
+# Leave ~60 s of the call's limit beyond SECONDS for the interrupted judges to stop and the state to be packed.
 set -uo pipefail
 state=$1 seconds=$2 per_gpu=$3
 shift 3
 [ $# -gt 0 ] || set -- suite/level1 suite/level2
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/kfuse-ext}
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 mkdir -p "$state"
-# A judge stopped mid-build (the timeout below, on an earlier call) leaves torch's build lock behind, and the next
-# build of that extension waits on it until its own timeout: nothing else builds here now, so clear them.
-find "$TORCH_EXTENSIONS_DIR" -maxdepth 2 -name lock -type f -delete 2>/dev/null
-pack() { tar czf "${OUT:-/tmp}/state.tgz.part" --exclude=locks "$state" && mv "${OUT:-/tmp}/state.tgz.part" "${OUT:-/tmp}/state.tgz"; }
+pack() {
+    tar czf "${OUT:-/tmp}/state.tgz.part" --exclude=locks --exclude=extensions --exclude=inductor "$state" &&
+        mv "${OUT:-/tmp}/state.tgz.part" "${OUT:-/tmp}/state.tgz"
+}
 # Packed every minute as well: a call cut short by the device's own limit still brings back what finished.
 (while sleep 60; do pack; done) &
 packer=$!
 timeout -s INT -k 20 "$seconds" python3 -m kfuse bench "$@" --out "$state/out" \
-    --per-gpu "$per_gpu" --min-seconds 0.5 2>&1 | tail -n 150
+    --per-gpu "$per_gpu" --min-seconds "${MIN_SECONDS:-1.0}" 2>&1 | tail -n 150
 status=${PIPESTATUS[0]}
 kill $packer 2>/dev/null; wait $packer 2>/dev/null
 rm -rf "$state/out/locks"

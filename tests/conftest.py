@@ -1,8 +1,16 @@
-"""Shared fixtures: the corpus's C++ extensions are built once, two at a time, before the tests that judge them."""
+"""Shared fixtures: the corpus's C++ extensions are built once, two at a time, before the tests that judge them.
 
+The tests run in parallel processes (pytest-xdist, `-n auto` in pyproject.toml): work that several of them need is
+done once, by whichever gets there first (`once`), and every build goes to one torch extension folder, so no
+extension is built twice in a run, nor in the next run; g++ reads torch's headers precompiled (tests/pch_cxx.py).
+"""
+
+import fcntl
 import os
+import pickle
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -10,6 +18,38 @@ import pytest
 
 CORPUS = Path(__file__).parent / "corpus"
 PROBLEMS = CORPUS / "problems"
+
+
+def _shared_build_folders() -> None:
+    """One extension folder and one Inductor cache for every process of the run (kfuse bench would otherwise put
+    its builds under each test's --out, and build them again there)."""
+    if "TORCH_EXTENSIONS_DIR" not in os.environ:
+        from torch.utils.cpp_extension import get_default_build_root
+
+        os.environ["TORCH_EXTENSIONS_DIR"] = get_default_build_root()
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(tempfile.gettempdir()) / "torchinductor_kfuse_tests"))
+    # g++ with torch's common headers precompiled (tests/pch_cxx.py): half of each C++ extension's build
+    if "CXX" not in os.environ:
+        os.environ["CXX"] = str(Path(__file__).parent / "pch_cxx.py")
+        os.environ.setdefault("KFUSE_TEST_PCH_DIR", str(Path(tempfile.gettempdir()) / "kfuse-test-pch"))
+
+
+_shared_build_folders()
+
+
+def once(tmp_path_factory, name: str, compute):
+    """compute() in one test process of the run; the others wait for it and read its (pickled) result."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by the workers of this run
+    done, lock = root / f"{name}.pickle", root / f"{name}.lock"
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if done.exists():
+            return pickle.loads(done.read_bytes())
+        value = compute(root / name)
+        done.write_bytes(pickle.dumps(value))
+        return value
 
 
 def build_extension(path: Path) -> tuple[Path, int, str]:
@@ -21,11 +61,14 @@ def build_extension(path: Path) -> tuple[Path, int, str]:
 
 
 @pytest.fixture(scope="session")
-def built_cpu_corpus():
-    """Build every CPU corpus extension (about 30 s each on 2 cores; cached by torch across runs)."""
-    files = [p for p in sorted((CORPUS / "cpu").glob("*.py")) if "load_inline(" in p.read_text()]
-    with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as pool:
-        results = list(pool.map(build_extension, files))
-    failed = [f"{p.name}: {err}" for p, code, err in results if code != 0]
+def built_cpu_corpus(tmp_path_factory):
+    """Build every CPU corpus extension (about 10 s each on 2 cores; cached by torch across runs)."""
+    def build(_folder):
+        files = [p for p in sorted((CORPUS / "cpu").glob("*.py")) if "load_inline(" in p.read_text()]
+        with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as pool:
+            results = list(pool.map(build_extension, files))
+        return [f"{p.name}: {err}" for p, code, err in results if code != 0]
+
+    failed = once(tmp_path_factory, "cpu_corpus", build)
     assert not failed, "corpus extensions failed to build:\n" + "\n".join(failed)
     return CORPUS / "cpu"

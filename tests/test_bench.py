@@ -283,6 +283,35 @@ def test_optimize_statuses(optimize_run):
         assert name in done.stdout
 
 
+def test_results_say_where_the_time_went(optimize_run):
+    out, done = optimize_run
+    data = results(out)
+    assert data["wall_s"] > 0 and data["segments"][-1]["wall_s"] <= data["wall_s"]
+    record = next(p for p in data["problems"] if p["id"] == "scale_relu")
+    assert record["stages_s"]["trials"] > 0 and set(record["stages_s"]) <= {
+        "capture_plan", "build", "trials", "compile", "gpu_wait", "timing"}
+    assert data["build_cache"]["hits"] + data["build_cache"]["built"] <= 1  # one emitted file: built, or found built
+    assert "judge trials" in done.stderr and "wall" in done.stderr
+
+
+def test_a_resumed_run_sums_its_commands_and_a_finished_one_starts_again(tmp_path):
+    add = bench_module.add_segment
+    assert [s["wall_s"] for s in add(tmp_path, 10.0, 3, complete=False)] == [10.0]
+    assert [s["wall_s"] for s in add(tmp_path, 5.0, 2, complete=True)] == [10.0, 5.0]  # resumed: both count
+    assert [s["wall_s"] for s in add(tmp_path, 1.0, 0, complete=True)] == [1.0]  # after a complete run: a new run
+
+
+def test_extension_names_and_the_build_cache(tmp_path):
+    code = 'a = load_inline(name="kf_a", cpp_sources="")\nb = cpp_extension.load(name="kf_b", sources=[])\n'
+    assert bench_module.extension_names(code) == ["kf_a", "kf_b"]
+    assert not bench_module.built_already(code, tmp_path)
+    for name in ("kf_a", "kf_b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{name}.so").write_bytes(b"")
+    assert bench_module.built_already(code, tmp_path)
+    assert not bench_module.built_already("x = 1", tmp_path)  # nothing named: nothing known to be built
+
+
 def test_report_written(optimize_run):
     out, _ = optimize_run
     page = (out / "report.html").read_text()
@@ -417,7 +446,7 @@ def processes_mentioning(text: str) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("engine", ["local", "ray"])
+@pytest.mark.parametrize("engine", ["local", pytest.param("ray", marks=pytest.mark.exhaustive)])  # Ray: 20 s
 def test_ctrl_c_keeps_finished_results(tmp_path, honest_built, engine):
     if engine == "ray":
         pytest.importorskip("ray")

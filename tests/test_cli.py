@@ -119,3 +119,12 @@ def test_random_reference_is_refused_with_a_reason(tmp_path, built_cpu_corpus):
         "return torch.nn.functional.dropout(torch.nn.functional.leaky_relu(x, self.negative_slope), p=0.5)")
     problem = write(tmp_path, "leaky_relu.py", text)
     assert_one_line_error(kfuse("check", problem, HONEST, "--device", "cpu", "--no-timing"), "dropout")
+
+
+def test_version_comes_from_one_place():
+    import kfuse
+
+    done = subprocess.run([sys.executable, "-m", "kfuse", "--version"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == f"kfuse, version {kfuse.__version__}"
+    pyproject = (Path(__file__).parent.parent / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in pyproject and 'version = {attr = "kfuse.__version__"}' in pyproject

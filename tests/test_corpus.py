@@ -51,6 +51,21 @@ def test_correct_candidate_is_timed_against_eager_and_compile(built_cpu_corpus):
     assert timing["speedups"]["vs_eager"] == pytest.approx(
         timing["stats"]["eager"]["median_ms"] / timing["stats"]["candidate"]["median_ms"])
     assert timing["roofline"]["bytes"] == 2 * 263 * 1031 * 4
+    # where the check's time went: every stage the worker passed, adding up to the check's own time
+    stages = verdict["stages_s"]
+    assert {"startup", "build", "trials", "compile", "timing"} <= set(stages) and stages["timing"] > 0
+    assert sum(stages.values()) <= verdict["elapsed_s"] + 0.5 and verdict["gpu_wait_s"] == 0.0
+
+
+def test_stage_seconds_bucket_the_worker_stages():
+    from kfuse.judge import BUILD_STAGE, WAIT_STAGE, stage_seconds
+
+    events = [{"event": "stage", "stage": s, "t": t} for s, t in (
+        ("loading the problem", 11.0), (BUILD_STAGE, 12.0), ("trial 1/5 (fresh inputs)", 15.0),
+        ("compiling the reference with torch.compile (default)", 16.0), (WAIT_STAGE, 20.0),
+        ("timing (interleaved rounds)", 22.0), ("checking the output of the last timed call", 25.0))]
+    assert stage_seconds(events, started=10.0, ended=26.0) == {
+        "startup": 1.0, "trials": 1.0 + 1.0 + 1.0, "build": 3.0, "compile": 4.0, "gpu_wait": 2.0, "timing": 3.0}
 
 
 STALE_LOCK_CANDIDATE = '''

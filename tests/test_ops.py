@@ -194,6 +194,8 @@ CASES = [
     case(aten.clamp_max.Tensor, (A, B)),
     case(aten.minimum.default, (A, B)),
     case(aten.maximum.default, (A, B)),
+    case(aten.min.other, (A, B)),
+    case(aten.max.other, (A, B)),
     case(aten.fmin.default, (A, B)),
     case(aten.fmax.default, (A, B)),
     case(aten.where.self, (C_BOOL, A, B)),
