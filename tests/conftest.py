@@ -37,11 +37,13 @@ def _shared_build_folders() -> None:
 _shared_build_folders()
 
 
-def once(tmp_path_factory, name: str, compute):
-    """compute() in one test process of the run; the others wait for it and read its (pickled) result."""
+def shared_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # shared by the workers of this run
+    return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root  # shared by the workers of this run
+
+
+def once(root: Path, name: str, compute):
+    """compute(folder) in one process of the run; the others wait for it and read its (pickled) result."""
     done, lock = root / f"{name}.pickle", root / f"{name}.lock"
     with open(lock, "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
@@ -69,6 +71,7 @@ def built_cpu_corpus(tmp_path_factory):
             results = list(pool.map(build_extension, files))
         return [f"{p.name}: {err}" for p, code, err in results if code != 0]
 
-    failed = once(tmp_path_factory, "cpu_corpus", build)
+    failed = once(shared_root(tmp_path_factory), "cpu_corpus", build)
     assert not failed, "corpus extensions failed to build:\n" + "\n".join(failed)
     return CORPUS / "cpu"
+

@@ -68,14 +68,19 @@ def precompiled_header(flags: list[str], headers: str) -> Path:
     root = Path(os.environ["KFUSE_TEST_PCH_DIR"]) / key
     root.mkdir(parents=True, exist_ok=True)
     header, pch = root / "kfuse_test_headers.h", root / "kfuse_test_headers.h.gch"
+    failed = root / "failed"  # tried once (a full disk, say): every compile then parses the headers itself
     with open(root / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not pch.exists():
+        if not pch.exists() and not failed.exists():
             header.write_text(headers)
             partial = root / "kfuse_test_headers.h.gch.part"
-            done = subprocess.run(["g++", *flags, "-x", "c++-header", str(header), "-o", str(partial)])
+            done = subprocess.run(["g++", *flags, "-x", "c++-header", str(header), "-o", str(partial)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             if done.returncode == 0:
                 os.replace(partial, pch)
+            else:
+                partial.unlink(missing_ok=True)
+                failed.touch()
     return header
 
 

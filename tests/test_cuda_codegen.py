@@ -1,11 +1,13 @@
 """The CUDA target without a GPU: what the planner chooses for it, and that nvcc and g++ accept its sources."""
 
 import ast
+import functools
 import os
 import re
 import shutil
 import subprocess
 import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,14 @@ NVCC = shutil.which("nvcc")
 
 
 def sources(problem: str, tmp_path: Path, device: str = "cuda", precision: str = "fp32"):
-    result = optimize(PROBLEMS / f"{problem}.py", tmp_path / f"{problem}_{device}_{precision}.py", device, precision)
+    """The emitted file (optimized once per test process: several tests read the same one) and its strings."""
+    return _emitted(problem, device, precision)
+
+
+@functools.lru_cache(maxsize=None)
+def _emitted(problem: str, device: str, precision: str):
+    out = Path(tempfile.mkdtemp(prefix="kfuse-emitted-"))
+    result = optimize(PROBLEMS / f"{problem}.py", out / f"{problem}_{device}_{precision}.py", device, precision)
     tree = ast.parse(result.path.read_text())
     strings = {t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
                for t in node.targets if isinstance(t, ast.Name) and isinstance(node.value, ast.Constant)}

@@ -10,7 +10,7 @@ import pytest
 
 from kfuse.judge import CheckOptions, check
 from kfuse.optimize import optimize
-from tests.conftest import build_extension, once
+from tests.conftest import build_extension, once, shared_root
 
 PROBLEMS = Path(__file__).parent / "optimize"
 
@@ -126,19 +126,21 @@ def short(op: str) -> str:
     return op.split(".")[1]
 
 
+def optimize_and_build(out: Path):
+    """Every problem optimized for the CPU target, its extension built (two at a time)."""
+    out.mkdir(exist_ok=True)
+    results, builds = {}, []
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for name in EXPECTED:  # each file builds while the next is optimized
+            results[name] = optimize(PROBLEMS / f"{name}.py", out / f"{name}_new.py", "cpu")
+            builds.append(pool.submit(build_extension, results[name].path))
+    return results, [f"{p.name}: {err}" for p, code, err in (b.result() for b in builds) if code != 0]
+
+
 @pytest.fixture(scope="session")
 def optimized(tmp_path_factory):
-    """Every problem optimized for the CPU target, its extension built (two at a time), once per run."""
-    def optimize_and_build(out: Path):
-        out.mkdir(exist_ok=True)
-        results, builds = {}, []
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            for name in EXPECTED:  # each file builds while the next is optimized
-                results[name] = optimize(PROBLEMS / f"{name}.py", out / f"{name}_new.py", "cpu")
-                builds.append(pool.submit(build_extension, results[name].path))
-        return results, [f"{p.name}: {err}" for p, code, err in (b.result() for b in builds) if code != 0]
-
-    results, failed = once(tmp_path_factory, "optimized", optimize_and_build)
+    """optimize_and_build, once per run."""
+    results, failed = once(shared_root(tmp_path_factory), "optimized", optimize_and_build)
     assert not failed, "\n".join(failed)
     return results
 
