@@ -30,6 +30,7 @@ from typing import Callable
 
 from kfuse import __version__, gpulock
 from kfuse.errors import UsageError
+from kfuse.judge import kill_session
 from kfuse.loader import top_level_names
 
 SCHEMA = "kfuse.bench/1"
@@ -466,17 +467,8 @@ def build_candidate(path: Path, env: dict, timeout: float) -> dict:
     finally:
         with RUNNING_LOCK:
             BUILDING.discard(process)
-        kill_session(process)
+        kill_session(process)  # its compilers too, all in the build's own session
     return {"build_s": round(time.perf_counter() - began, 3), "cache_hit": False, "ok": ok}
-
-
-def kill_session(process: subprocess.Popen) -> None:
-    """A build and its compilers, all in the build's own session."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
 
 
 def clear_build_locks(root: Path) -> None:
@@ -509,13 +501,7 @@ class Prebuilder:
     def shutdown(self) -> None:
         """Stop: queued builds are dropped, running ones killed (an interrupted run's builds must not outlive it)."""
         self.pool.shutdown(wait=False, cancel_futures=True)
-        with RUNNING_LOCK:
-            building = list(BUILDING)
-        for process in building:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        signal_sessions(BUILDING, signal.SIGKILL)
 
 
 def builders_for(cpus: int, judges: int) -> int:
@@ -729,11 +715,16 @@ def stop_running_jobs() -> None:
     Each then ends its judge's worker; the threads waiting on them return, and `stop` kills any that linger.
     """
     STOPPING.set()
+    signal_sessions(RUNNING, signal.SIGINT)
+
+
+def signal_sessions(processes: set[subprocess.Popen], sig: int) -> None:
+    """`sig` to the session of each process in `processes` (one of the sets above) that is still there."""
     with RUNNING_LOCK:
-        processes = list(RUNNING)
+        processes = list(processes)
     for process in processes:
         try:
-            os.killpg(process.pid, signal.SIGINT)
+            os.killpg(process.pid, sig)
         except ProcessLookupError:
             pass
 

@@ -216,9 +216,9 @@ def capture(model: torch.nn.Module, example_inputs: list) -> Captured:
     from torch.export.graph_signature import InputKind, OutputKind
 
     try:
-        with torch.no_grad(), numbers_keep_their_value():
-            probe = model(*example_inputs)
         with numbers_keep_their_value():
+            with torch.no_grad():
+                probe = model(*example_inputs)
             exported = torch.export.export(model, tuple(example_inputs))
         _batchmean_at_run_time(exported)
         if any(str(n.target) in DECOMPOSED for n in exported.graph.nodes if n.op == "call_function"):

@@ -866,8 +866,6 @@ def _share_identical(steps: list, printed) -> tuple[list, dict[str, str]]:
 
 def _call_shared(line: str, step_name: str, shared: dict[str, str]) -> str:
     """A forward line that calls `step_name(...)`, calling the step whose code it shares instead."""
-    if step_name not in shared:
-        return line
     return re.sub(rf"\b{re.escape(step_name)}\(", f"{shared[step_name]}(", line)
 
 
