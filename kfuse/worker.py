@@ -89,8 +89,19 @@ class CandidateProcess:
     def request(self, command: str, spin: bool = False, **fields) -> dict:
         """`spin`: busy-wait for the reply (a timed call), so this process is as warm afterwards as the
         candidate's was (see wire.spin_until_readable)."""
+        self.send(command, **fields)
+        return self.reply(spin)
+
+    def send(self, command: str, **fields) -> None:
+        """A request whose reply is read later (`reply`), so the work overlaps the caller's own."""
         try:
             wire.send(self.requests, {"command": command, **fields})
+        except (wire.PeerGone, BrokenPipeError):
+            raise Outcome("crashed", self._death()) from None
+
+    def reply(self, spin: bool = False) -> dict:
+        """The reply to the oldest request not yet answered."""
+        try:
             if spin:
                 wire.spin_until_readable(self.replies, seconds=600.0)
             reply = wire.receive(self.replies, str(self.device))
@@ -117,7 +128,10 @@ class CandidateProcess:
             return f"{self.role} died with {sig.name} ({meaning}) while {stage}"
         return f"{self.role} exited with code {code} while {stage}"
 
-    def close(self) -> None:
+    def close(self, at_once: bool = False) -> None:
+        """`at_once`: kill it now (a judgement that ended early: its pending work is not wanted)."""
+        if at_once:
+            self.process.kill()
         for stream in (self.requests, self.replies):
             try:
                 stream.close()
@@ -265,7 +279,28 @@ class Judgement:
                                          f"(running statistics not updated like PyTorch?)")
 
     # -- timing ----------------------------------------------------------------------------------------------
-    def time_models(self) -> dict:
+    def prepare_reference_timing(self) -> None:
+        """Set up the reference's timing process, torch.compile included, without waiting for it: its compile
+        (CPU work, mostly) runs while this process judges the trials. The replies are read by
+        `reference_timing_prepared`."""
+        s = self.spec
+        self.timer.send("setup", problem=s["problem"], candidate=s["problem"], code="", device=str(self.device),
+                        precision=s.get("precision", "fp32"), own_reference=True)
+        self.timer.send("construct", seed=s["seed"])
+        self.timer.send("time_prepare", inputs_seed=s["seed"] + 999, name="eager",
+                        compile_modes=list(s["compile_modes"]))
+
+    def reference_timing_prepared(self) -> dict:
+        """time_prepare's reply: still inside the untimed section that covered the trials, marked slow so
+        that a judge waiting to time does not hold every other judge back while this compile finishes."""
+        if self.spec["compile_modes"]:
+            self.events.stage(f"compiling the reference with torch.compile ({', '.join(self.spec['compile_modes'])})")
+        with self.gpu.slow():
+            self.timer.reply()
+            self.timer.reply()
+            return self.timer.reply()
+
+    def time_models(self, reference: dict) -> dict:
         """Every contender is timed in a process of its own that answers the worker's requests: the candidate in
         its sandbox, eager and torch.compile in the reference's timing process (kfuse.sandbox, own_reference)."""
         s = self.spec
@@ -273,14 +308,6 @@ class Judgement:
         plan = TimingPlan(warmup=s["warmup"], min_trials=s["timing_trials"], min_seconds=s["min_seconds"])
         with self.untimed():
             inputs = self.inputs(base)  # the worker's copy: it checks the last timed output and counts bytes
-            self.events.stage("setting up the reference's timing process")
-            self.timer.request("setup", problem=s["problem"], candidate=s["problem"], code="",
-                               device=str(self.device), precision=s.get("precision", "fp32"), own_reference=True)
-            self.timer.request("construct", seed=s["seed"])
-            if s["compile_modes"]:
-                self.events.stage(f"compiling the reference with torch.compile ({', '.join(s['compile_modes'])})")
-            reference = self.timer.request("time_prepare", inputs_seed=base, name="eager",
-                                           compile_modes=list(s["compile_modes"]))
             self.candidate.request("time_prepare", inputs_seed=base, name="candidate", compile_modes=[])
         self.events.stage(WAIT_STAGE)
         with self.gpu.exclusive():
@@ -362,6 +389,7 @@ class Judgement:
         # Started now, so that its imports overlap the trials; it only times the reference (time_models).
         self.timer = CandidateProcess(self.device, self.events, "the reference's timing process") \
             if self.spec["time"] else None
+        ended_early = False
         try:
             self.events.stage(BUILD_STAGE)  # CPU work: no GPU section
             built = self.candidate.request("setup", problem=self.spec["problem"], candidate=self.spec["candidate"],
@@ -371,14 +399,20 @@ class Judgement:
             with self.untimed():
                 self.events.stage("constructing the models")
                 self.candidate.request("construct", seed=self.spec["seed"])
+                if self.timer is not None:
+                    self.prepare_reference_timing()
                 self.check_trials()
-            if self.spec["time"]:
-                self.report["timing"] = self.time_models()
+                reference = self.reference_timing_prepared() if self.timer is not None else None
+            if self.timer is not None:
+                self.report["timing"] = self.time_models(reference)
             return self.report
+        except BaseException:
+            ended_early = True
+            raise
         finally:
             self.candidate.close()
             if self.timer is not None:
-                self.timer.close()
+                self.timer.close(at_once=ended_early)
 
     def refuse_random_reference(self) -> None:
         """A Model whose output depends on the RNG (dropout with p > 0 in training mode) cannot be compared
