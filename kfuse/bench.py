@@ -1,10 +1,11 @@
 """`kfuse bench`: optimize or judge a whole folder of problems, resumably, one worker per GPU (or Ray tasks).
 
-Without candidates, every problem is first optimized (`kfuse optimize --no-check`, a process each, in parallel).
-Each problem with a candidate is then one *job* run in a fresh process (`python -m kfuse.bench JOB OUT`):
-`kfuse.judge.check`, which starts its own sandboxed processes under their timeouts. A job carries the problem's and candidate's text, not paths, so it runs the same
-on this machine or on a Ray node. A finished job's result goes to `--out/cache/<sha256>.json` at once: a rerun, or
-a run after Ctrl-C, judges only what is not there yet. The report (`kfuse.bench_report`) is built from the records.
+Without candidates, each problem streams through a Pipeline: optimized (`kfuse optimize --no-check`, a process
+each, several at once), built, then judged as soon as it is built, while later problems are still being optimized
+and built. Each problem with a candidate is one *job* run in a fresh process (`python -m kfuse.bench JOB OUT`):
+`kfuse.judge.check`, which starts its own sandboxed processes under their timeouts. A job carries the problem's and
+candidate's text, not paths, so it runs the same on this machine or on a Ray node. A finished job's result goes to
+`--out/cache/<sha256>.json` at once: a rerun, or a run after Ctrl-C, judges only what is not there yet. The report (`kfuse.bench_report`) is built from the records.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -352,42 +353,54 @@ def kfuse_sources_digest() -> str:
     return h.hexdigest()
 
 
-def optimize_all(problems: list[Problem], options: BenchOptions) -> dict[str, dict]:
-    """`kfuse optimize --no-check` for every problem, in parallel processes (CPU work: capture on the meta
-    device, no build), before any judging: the cache is then keyed on the emitted file itself, so a rerun after
-    kfuse changed judges again exactly the problems whose ModelNew changed.
+class Optimizer:
+    """`kfuse optimize --no-check` of one problem in its own process (CPU work: capture on the meta device, no
+    build). The judge's cache is then keyed on the emitted file itself, so a rerun after kfuse changed judges
+    again exactly the problems whose ModelNew changed.
 
     An emitted file is kept in `--out/optimized/` under a hash of the problem, kfuse's sources, torch's version and
     the device, so a resumed run (a fresh machine with the carried --out) skips optimizing what it did before.
-
-    Returns, per problem id, {"path", "optimized", "reused"} or {"status": "unsupported", "reasons"}.
     """
-    folder, memo = options.out / "candidates", options.out / "optimized"
-    folder.mkdir(parents=True, exist_ok=True)
-    memo.mkdir(exist_ok=True)
-    salt = f"{kfuse_sources_digest()} {torch_version()} {options.device}".encode()
 
-    def one(problem: Problem) -> tuple[str, dict]:
-        path, report = folder / f"{problem.id}_new.py", folder / f".{problem.id}.json"
+    def __init__(self, options: BenchOptions):
+        self.options = options
+        self.folder, self.memo = options.out / "candidates", options.out / "optimized"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.memo.mkdir(exist_ok=True)
+        self.salt = f"{kfuse_sources_digest()} {torch_version()} {options.device}".encode()
+
+    def __call__(self, problem: Problem) -> dict:
+        """{"path", "optimized", "reused"}, or {"status": "unsupported", "reasons"}."""
+        options = self.options
+        path, report = self.folder / f"{problem.id}_new.py", self.folder / f".{problem.id}.json"
         for stale in (path, report):  # a file from an earlier run must not stand for this one
             stale.unlink(missing_ok=True)
         kept = None
         try:
-            kept = memo / f"{hashlib.sha256(problem.path.read_bytes() + salt).hexdigest()}.json"
+            kept = self.memo / f"{hashlib.sha256(problem.path.read_bytes() + self.salt).hexdigest()}.json"
             earlier = json.loads(kept.read_text())
             write_atomically(path, earlier["candidate"])
             reused = {**earlier["optimized"], "optimize_s": 0.0}  # no time spent on it in this run
-            return problem.id, {"path": path, "optimized": reused, "reused": True}
+            return {"path": path, "optimized": reused, "reused": True}
         except (OSError, json.JSONDecodeError, KeyError):
             pass  # not emitted before (or unreadable: optimize says why)
         command = [sys.executable, "-m", "kfuse", "optimize", str(problem.path), "-o", str(path),
                    "--device", options.device, "--no-check", "--json", str(report)]
         began = time.perf_counter()
+        if STOPPING.is_set():
+            raise KeyboardInterrupt
+        done = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL, env=job_environment(None), start_new_session=True)
+        with RUNNING_LOCK:
+            PREPARING.add(done)
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=options.timeout,
-                                  stdin=subprocess.DEVNULL, env=job_environment(None))
+            stderr = done.communicate(timeout=options.timeout)[1]
         except subprocess.TimeoutExpired:
-            return problem.id, unsupported(f"the problem could not be optimized in {options.timeout:g} s")
+            return unsupported(f"the problem could not be optimized in {options.timeout:g} s")
+        finally:
+            with RUNNING_LOCK:
+                PREPARING.discard(done)
+            kill_session(done)
         if done.returncode == 0 and report.exists():
             optimized = json.loads(report.read_text())
             report.unlink()
@@ -398,18 +411,23 @@ def optimize_all(problems: list[Problem], options: BenchOptions) -> dict[str, di
                     write_atomically(kept, json.dumps({"candidate": path.read_text(), "optimized": optimized}))
             except OSError:
                 pass
-            return problem.id, {"path": path, "optimized": optimized, "reused": False}
-        errors = [line for line in done.stderr.splitlines() if line.startswith("kfuse: error: ")]
+            return {"path": path, "optimized": optimized, "reused": False}
+        errors = [line for line in stderr.splitlines() if line.startswith("kfuse: error: ")]
         if errors:  # kfuse's own one-line refusal
-            return problem.id, unsupported(errors[-1].removeprefix("kfuse: error: "))
+            return unsupported(errors[-1].removeprefix("kfuse: error: "))
         how = (f"died with {signal.Signals(-done.returncode).name}" if done.returncode < 0
                else f"exited with code {done.returncode}")
-        tail = " | ".join(line.strip() for line in done.stderr.strip().splitlines()[-3:])[-600:]
-        return problem.id, unsupported(f"the problem could not be optimized: the process {how} while optimizing"
-                                       + (f": {tail}" if tail else ""))
+        tail = " | ".join(line.strip() for line in stderr.strip().splitlines()[-3:])[-600:]
+        return unsupported(f"the problem could not be optimized: the process {how} while optimizing"
+                           + (f": {tail}" if tail else ""))
 
+
+def optimize_all(problems: list[Problem], options: BenchOptions) -> dict[str, dict]:
+    """Optimizer over every problem, in parallel, before any judging (the Ray runner's way; the local runner
+    streams each problem through optimize, build and judge instead: Pipeline)."""
+    optimize = Optimizer(options)
     with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, 16))) as pool:
-        return dict(pool.map(one, problems))
+        return dict(zip((p.id for p in problems), pool.map(optimize, problems)))
 
 
 def unsupported(reason: str) -> dict:
@@ -459,14 +477,14 @@ def build_candidate(path: Path, env: dict, timeout: float) -> dict:
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                env=env, start_new_session=True)
     with RUNNING_LOCK:
-        BUILDING.add(process)
+        PREPARING.add(process)
     try:
         ok = process.wait(timeout=timeout) == 0
     except subprocess.TimeoutExpired:
         ok = False
     finally:
         with RUNNING_LOCK:
-            BUILDING.discard(process)
+            PREPARING.discard(process)
         kill_session(process)  # its compilers too, all in the build's own session
     return {"build_s": round(time.perf_counter() - began, 3), "cache_hit": False, "ok": ok}
 
@@ -478,30 +496,60 @@ def clear_build_locks(root: Path) -> None:
         lock.unlink(missing_ok=True)
 
 
-class Prebuilder:
-    """Builds the emitted files' extensions, several at a time, while the GPU judges the problems built before
-    them: each judge then only loads what is built. CPU work; the build reads the GPU's architecture, to build
-    for it alone, and nothing else of the GPU."""
+class Pipeline:
+    """Each problem on its way to the judges as soon as it can go: optimized (a process of one core each, up to
+    `optimizers` at once), admitted (`admit`: recorded and dropped if unsupported or judged before, else its job),
+    then built (up to `builders` at once, while the GPU judges the problems built before it), so the GPU starts
+    within a minute rather than after the whole set is optimized and built. Building is CPU work; it reads the
+    GPU's architecture, to build for it alone, and nothing else of the GPU."""
 
-    def __init__(self, env: dict, builders: int, timeout: float):
-        self.env, self.timeout = env, timeout
-        self.pool = ThreadPoolExecutor(max_workers=builders, thread_name_prefix="kfuse-build")
+    def __init__(self, optimize: Callable[[Problem], dict], admit: Callable[[Problem, dict], dict | None],
+                 env: dict, optimizers: int, builders: int, timeout: float):
+        self.optimize, self.admit, self.env, self.timeout = optimize, admit, env, timeout
+        self.optimizing = ThreadPoolExecutor(max_workers=optimizers, thread_name_prefix="kfuse-optimize")
+        self.building = ThreadPoolExecutor(max_workers=builders, thread_name_prefix="kfuse-build")
+        self.builds: dict[str, dict] = {}  # problem id -> build_candidate's result
 
-    def start(self, files: dict[str, Path]) -> dict:
-        """A future of build_candidate per problem id. The largest sources (the slowest builds) start first,
-        alternating with the smallest, so the GPU gets work at once and no long build is left for last."""
-        by_size = sorted(files, key=lambda pid: files[pid].stat().st_size)
+    def start(self, problems: list[Problem]) -> dict[str, Future]:
+        """A future per problem of its job (None: nothing to judge). The largest problem files (the networks,
+        the slowest builds) start first, alternating with the smallest, so the GPU gets work at once and no long
+        build is left for last."""
+        by_size = sorted(problems, key=lambda p: p.path.stat().st_size)
         order = []
         while by_size:
-            order.append(by_size.pop(0))
+            order.append(by_size.pop())
             if by_size:
-                order.append(by_size.pop())
-        return {pid: self.pool.submit(build_candidate, files[pid], self.env, self.timeout) for pid in order}
+                order.append(by_size.pop(0))
+        ready = {problem.id: Future() for problem in problems}
+        for problem in order:
+            self.optimizing.submit(self._optimized, problem, ready[problem.id])
+        return ready
+
+    def _optimized(self, problem: Problem, ready: Future) -> None:
+        try:
+            emitted = self.optimize(problem)
+            if STOPPING.is_set():  # killed midway, perhaps: not a verdict to record
+                raise KeyboardInterrupt
+            job = self.admit(problem, emitted)
+            if job is None:
+                ready.set_result(None)
+            else:
+                self.building.submit(self._built, problem, job, ready)
+        except BaseException as err:  # noqa: BLE001 - handed to whoever waits for this problem
+            ready.set_exception(err)
+
+    def _built(self, problem: Problem, job: dict, ready: Future) -> None:
+        try:
+            self.builds[problem.id] = build_candidate(problem.candidate, self.env, self.timeout)
+            ready.set_result(job)
+        except BaseException as err:  # noqa: BLE001
+            ready.set_exception(err)
 
     def shutdown(self) -> None:
-        """Stop: queued builds are dropped, running ones killed (an interrupted run's builds must not outlive it)."""
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        signal_sessions(BUILDING, signal.SIGKILL)
+        """Stop: queued work is dropped, running builds killed (an interrupted run's builds must not outlive it)."""
+        for pool in (self.optimizing, self.building):
+            pool.shutdown(wait=False, cancel_futures=True)
+        signal_sessions(PREPARING, signal.SIGKILL)
 
 
 def builders_for(cpus: int, judges: int) -> int:
@@ -655,28 +703,28 @@ class LocalRunner:
             if taken:
                 self.slots.put(slot)
 
-    def run(self, jobs: list[tuple[object, dict]], on_start: Callable, on_done: Callable,
-            builds: dict | None = None) -> None:
-        """Judge every job. With `builds` (job id -> a future of its prebuild), a job is judged once its
-        extensions are built, in the order the builds finish."""
-        futures = {}
-        waiting = {}
+    def run(self, jobs: list[tuple[object, dict | Future]], on_start: Callable, on_done: Callable) -> None:
+        """Judge every job. A job may be a future of one (Pipeline): it is judged once the future has it, in the
+        order they come; a future of None is a problem with nothing to judge, an exception a bench failure."""
+        futures, coming = {}, {}
         for tag, job in jobs:
-            if builds and job["id"] in builds:
-                waiting[builds[job["id"]]] = (tag, job)
+            if isinstance(job, Future):
+                coming[job] = tag
             else:
                 futures[self.pool.submit(self._started, tag, job, on_start)] = (tag, job)
-        pending = set(futures) | set(waiting)
+        pending = set(futures) | set(coming)
         again = []
         try:
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
-                    if future in waiting:  # built: now it can be judged
-                        tag, job = waiting.pop(future)
-                        judged = self.pool.submit(self._started, tag, job, on_start)
-                        futures[judged] = (tag, job)
-                        pending.add(judged)
+                    if future in coming:  # ready: now it can be judged
+                        tag = coming.pop(future)
+                        job = future.result()
+                        if job is not None:
+                            judged = self.pool.submit(self._started, tag, job, on_start)
+                            futures[judged] = (tag, job)
+                            pending.add(judged)
                         continue
                     tag, job = futures[future]
                     result = future.result()
@@ -705,7 +753,7 @@ class LocalRunner:
 
 STOPPING = threading.Event()
 RUNNING: set[subprocess.Popen] = set()
-BUILDING: set[subprocess.Popen] = set()  # Prebuilder's processes
+PREPARING: set[subprocess.Popen] = set()  # the Pipeline's optimize and build processes
 RUNNING_LOCK = threading.Lock()
 
 
@@ -756,8 +804,7 @@ class RayRunner:
         need = {"num_gpus": 1} if options.device == "cuda" else {"num_cpus": 1}
         self.task = ray.remote(max_retries=0, **need)(run_job_isolated)
 
-    def run(self, jobs: list[tuple[object, dict]], on_start: Callable, on_done: Callable,
-            builds: dict | None = None) -> None:
+    def run(self, jobs: list[tuple[object, dict]], on_start: Callable, on_done: Callable) -> None:
         ray = self.ray
         refs = {}
         for tag, job in jobs:
@@ -827,64 +874,73 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
         (out / "candidates").mkdir(exist_ok=True)
 
     records: dict[str, dict] = {}
-    jobs: list[tuple[Problem, dict]] = []
     keys: dict[str, str] = {}
-    cached = 0
-    emitted = {}
-    if options.candidates is None:
-        with console.status(f"optimizing {len(problems)} problems"):
-            emitted = optimize_all(problems, options)
-        reused = sum(1 for e in emitted.values() if e.get("reused"))
-        if reused:
-            console.print(f"kfuse: {reused} of {len(problems)} emitted files reused from {options.out / 'optimized'} "
-                          "(same problem, kfuse sources, torch and device)", highlight=False)
-    for problem in problems:
-        if options.candidates is None:
-            if "path" not in emitted[problem.id]:
-                records[problem.id] = record(problem, None, emitted[problem.id], options, cached=False)
-                continue
-            problem.candidate = emitted[problem.id]["path"]
+    lock = threading.Lock()  # records and counts: written by the pipeline's threads and the runner's
+    counts = {"cached": 0, "reused": 0}
+    after_record: list[Callable[[], None]] = []  # the progress bar's refresh, once it exists
+
+    def admit(problem: Problem, emitted: dict | None) -> dict | None:
+        """The problem's job, or None once it is recorded without judging (unsupported, missing, cached)."""
+        def recorded(result: dict, key: str | None = None, cached: bool = False) -> None:
+            with lock:
+                if key is None:
+                    records[problem.id] = record(problem, None, result, options, cached=False)
+                else:
+                    finish_problem(problem, key, result, options, records, cached=cached)
+                    counts["cached"] += cached
+                for update in after_record:
+                    update()
+
+        if emitted is not None:
+            if "path" not in emitted:
+                return recorded(emitted)
+            counts["reused"] += bool(emitted.get("reused"))
+            problem.candidate = emitted["path"]
         else:
             problem.candidate = find_candidate(options.candidates, problem.path.stem)
             if problem.candidate is None:
                 names = ", ".join(problem.path.stem + s for s in CANDIDATE_SUFFIXES)
-                records[problem.id] = record(problem, None, {
-                    "status": "missing", "reasons": [f"no candidate in {options.candidates} ({names})"]},
-                    options, cached=False)
-                continue
+                return recorded({"status": "missing", "reasons": [f"no candidate in {options.candidates} ({names})"]})
         try:
-            problem_bytes = problem.path.read_bytes()
-            candidate_bytes = problem.candidate.read_bytes()
+            key = cache_key(problem.path.read_bytes(), problem.candidate.read_bytes(), options)
             job = make_job(problem, options)
-            job["optimized"] = emitted.get(problem.id, {}).get("optimized")
+            job["optimized"] = (emitted or {}).get("optimized")
         except (OSError, UnicodeDecodeError) as err:
-            records[problem.id] = record(problem, None, {"status": "unsupported",
-                                                         "reasons": [f"cannot read: {first_line(err)}"]},
-                                         options, cached=False)
-            continue
-        key = cache_key(problem_bytes, candidate_bytes, options)
+            return recorded({"status": "unsupported", "reasons": [f"cannot read: {first_line(err)}"]})
         keys[problem.id] = key
         hit = read_cache(out / "cache", key)
         if hit is not None:
-            finish_problem(problem, key, hit["result"], options, records, cached=True)
-            cached += 1
-        else:
-            jobs.append((problem, job))
+            return recorded(hit["result"], key, cached=True)
+        return job
 
-    baselines = baselines_for(options)
     if options.ray and options.workers is not None and options.workers < 1:
         raise UsageError(f"--workers must be at least 1 (got {options.workers})")
+    baselines = baselines_for(options)
+    pipeline = None
+    jobs: list[tuple[Problem, dict | Future]] = []
+    if options.candidates is None and not options.ray:  # kfuse's own files: safe to build outside the judge
+        cpus = os.cpu_count() or 1
+        pipeline = Pipeline(Optimizer(options), admit, job_environment({**slots[0], "MAX_JOBS": "2"}),
+                            optimizers=max(1, cpus // 2), builders=builders_for(cpus, len(slots)),
+                            timeout=options.timeout)
+        jobs = list(zip(problems, pipeline.start(problems).values()))
+        what = "each optimized, built and judged as soon as it can be"
+    else:
+        emitted = {}
+        if options.candidates is None:
+            with console.status(f"optimizing {len(problems)} problems"):
+                emitted = optimize_all(problems, options)
+        for problem in problems:
+            job = admit(problem, emitted.get(problem.id))
+            if job is not None:
+                jobs.append((problem, job))
+        what = f"{len(jobs)} to run, {counts['cached']} from the cache"
     runner = (RayRunner(options.ray, options) if options.ray else LocalRunner(slots)) if jobs else None
-    builds, prebuilder = {}, None
-    if jobs and options.candidates is None and not options.ray:  # kfuse's own files: safe to build outside the judge
-        env = job_environment({**slots[0], "MAX_JOBS": "2"})
-        prebuilder = Prebuilder(env, builders_for(os.cpu_count() or 1, len(slots)), options.timeout)
-        builds = prebuilder.start({problem.id: problem.candidate for problem, _ in jobs})
     where = f"Ray ({options.ray})" if options.ray else (
         f"{len(slots)} worker{'s' if len(slots) > 1 else ''}" + (
             (" (one per GPU)" if options.per_gpu == 1 else f" ({options.per_gpu} per GPU, timing one at a time)")
             if options.device == "cuda" else ""))
-    console.print(f"[bold]kfuse bench[/]: {len(problems)} problems, {len(jobs)} to run, {cached} from the cache; "
+    console.print(f"[bold]kfuse bench[/]: {len(problems)} problems, {what}; "
                   f"{options.device} target, {where}; results in {out}", highlight=False)
 
     interrupted = False
@@ -894,12 +950,21 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
                                    TimeElapsedColumn)
 
         running: list[str] = []
-        lock = threading.Lock()
         progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
                             MofNCompleteColumn(), TimeElapsedColumn(), eta_column(),
                             TextColumn("{task.fields[tally]}"), console=console, transient=False)
-        done_records = list(records.values())
-        task = progress.add_task("judging", total=len(jobs), tally=tally_text(done_records, baselines))
+        # Streamed, every problem counts (the pipeline records some without judging); else the jobs alone.
+        already = 0 if pipeline is not None else len(records)
+        task = progress.add_task("judging", total=len(problems) - already,
+                                 tally=tally_text(list(records.values()), baselines))
+
+        def refresh() -> None:  # (holding `lock`)
+            progress.update(task, completed=len(records) - already, description=describe_running(running),
+                            tally=tally_text(list(records.values()), baselines))
+
+        with lock:
+            after_record.append(refresh)
+            refresh()
 
         def on_start(problem: Problem) -> None:
             with lock:
@@ -911,41 +976,42 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
             with lock:
                 if problem.id in running:
                     running.remove(problem.id)
-                build = builds.get(problem.id)
-                if build is not None and build.done() and not build.cancelled() and build.exception() is None:
-                    result["prebuild"] = build.result()
+                if pipeline is not None and problem.id in pipeline.builds:
+                    result["prebuild"] = pipeline.builds[problem.id]
                 if not result.pop("infra", False):
                     write_atomically(out / "cache" / f"{keys[problem.id]}.json",
                                      json.dumps({"key": keys[problem.id], "problem": str(problem.path),
                                                  "result": result}, default=str))
                 finish_problem(problem, keys[problem.id], result, options, records, cached=False)
                 judged += 1
-                progress.update(task, advance=1, description=describe_running(running),
-                                tally=tally_text(list(records.values()), baselines))
+                refresh()
 
         with progress:
             try:
-                runner.run(jobs, on_start, on_done, builds)
+                runner.run(jobs, on_start, on_done)
             except KeyboardInterrupt:
                 interrupted = True
             finally:
-                if prebuilder is not None:
-                    prebuilder.shutdown()
+                if pipeline is not None:
+                    pipeline.shutdown()
             progress.update(task, description="stopped" if interrupted else "finished")
         if interrupted:
-            console.print(f"[yellow]interrupted[/]: {judged} of {len(jobs)} finished and kept in {out / 'cache'}; "
+            console.print(f"[yellow]interrupted[/]: {judged} judged this time and kept in {out / 'cache'}; "
                           f"run the same command again to go on", highlight=False)
+    if counts["reused"]:
+        console.print(f"kfuse: {counts['reused']} of {len(problems)} emitted files reused from "
+                      f"{options.out / 'optimized'} (same problem, kfuse sources, torch and device)", highlight=False)
 
     ordered = [records[p.id] for p in problems if p.id in records]
     summary = bench_report.summarize(ordered, baselines, total=len(problems))
     complete = not interrupted and len(ordered) == len(problems)
     segments = add_segment(out, round(time.perf_counter() - began, 3), judged, complete)
-    prebuilt = [b.result() for b in builds.values() if b.done() and not b.cancelled() and b.exception() is None]
+    prebuilt = list(pipeline.builds.values()) if pipeline is not None else []
     meta = {"schema": SCHEMA, "kfuse_version": __version__, "torch": torch_version(), "device": options.device,
             "mode": "candidates" if options.candidates is not None else "optimize",
             "candidates": str(options.candidates) if options.candidates else None,
             "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()},
-            "paths": [str(p) for p in paths], "problems": len(problems), "judged": judged, "cached": cached,
+            "paths": [str(p) for p in paths], "problems": len(problems), "judged": judged, "cached": counts["cached"],
             "interrupted": interrupted, "environment": ENVIRONMENT.get("seen"),
             "wall_s": round(sum(seg["wall_s"] for seg in segments), 3), "segments": segments,
             "build_cache": {"hits": sum(b["cache_hit"] for b in prebuilt),
@@ -954,7 +1020,7 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
             "caches": caches,
             "written": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     files = bench_report.write_report(out, ordered, summary, meta)
-    return BenchRun(ordered, summary, judged, cached, interrupted, files, meta)
+    return BenchRun(ordered, summary, judged, counts["cached"], interrupted, files, meta)
 
 
 def add_segment(out: Path, wall_s: float, judged: int, complete: bool) -> list[dict]:
