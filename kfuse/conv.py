@@ -50,7 +50,7 @@ CONVOLUTIONS = {
     "aten.conv2d.default": 2,
     "aten.conv3d.default": 3,
     "aten.convolution.default": None,
-    "aten.conv_transpose1d.input": 1,
+    "aten.conv_transpose1d.default": 1,  # (no .input overload, unlike 2d and 3d)
     "aten.conv_transpose2d.input": 2,
     "aten.conv_transpose3d.input": 3,
 }

@@ -1,6 +1,7 @@
 """`kfuse optimize` end to end on the CPU target: each problem becomes the kernels it should, and passes the judge."""
 
 import json
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +34,8 @@ EXPECTED = {
     "conv2d_strided_grouped": ([["conv2d"]], []),
     "conv1d_depthwise_tanh": ([["conv1d", "bias_of_conv1d", "tanh"]], []),
     # the adjoint, gathered: each output reads the inputs that map to it
-    "conv_transpose2d_relu": ([["conv_transpose2d", "bias_of_conv_transpose2d", "relu", "mul"]], []),
+    "conv_transpose2d_relu": ([["conv_transpose2d", "bias_of_conv_transpose2d", "relu", "mul"],
+                               ["conv_transpose1d"]], []),
     "bias_gelu_clamp": ([["add", "gelu", "clamp"]], []),
     "activation_chain": (None, []),  # one kernel; its op list is long
     "broadcast_two_inputs": ([["div"], ["mul", "sub", "minimum", "maximum", "add"]], []),
@@ -178,6 +180,15 @@ def test_repeated_layers_share_one_kernel_code(optimized):
     text = optimized["repeated_blocks"].path.read_text()
     assert "fused_conv2d_2(" not in text and text.count("fused_conv2d(") == 3 + 1  # three calls, one definition
     assert "std::vector<at::Tensor> fused_batch_norm_relu_2_out = fused_batch_norm_relu(" in text
+
+
+def test_copied_docstrings_do_not_read_as_code(optimized):
+    # KernelBench's static checker rejects a file with try/except/pass anywhere outside # and // comments,
+    # docstrings included; the problem's docstrings said "pass" and "except"
+    text = optimized["kernelbench_style"].path.read_text()
+    code = "\n".join(line.split("#")[0].split("//")[0] for line in text.splitlines())
+    assert not re.search(r"\btry\s*:|\bexcept\b|\bpass\b", code)
+    assert "def unused_helper():\n    ...\n" in text and "def _init_scale(self):\n        nn.init" in text
 
 
 def test_views_are_made_as_reshapes(optimized):
