@@ -17,6 +17,7 @@ import logging
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,6 +38,9 @@ from kfuse.loader import top_level_names
 SCHEMA = "kfuse.bench/1"
 CANDIDATE_SUFFIXES = (".py", "_new.py", ".txt", ".md")
 IGNORED_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "node_modules", ".pytest_cache"}
+# The pipeline's optimize and build processes run niced: they fill the cores the judges leave idle, and a judge's
+# own CPU work (its trials, torch.compile) is not slowed by a dozen compilers beside it.
+NICE = ["nice", "-n", "10"] if shutil.which("nice") else []
 JOB_MARGIN_S = 120.0  # beyond the judge's own timeout and optimize's, for imports and the process itself
 
 
@@ -384,7 +388,7 @@ class Optimizer:
             return {"path": path, "optimized": reused, "reused": True}
         except (OSError, json.JSONDecodeError, KeyError):
             pass  # not emitted before (or unreadable: optimize says why)
-        command = [sys.executable, "-m", "kfuse", "optimize", str(problem.path), "-o", str(path),
+        command = [*NICE, sys.executable, "-m", "kfuse", "optimize", str(problem.path), "-o", str(path),
                    "--device", options.device, "--no-check", "--json", str(report)]
         began = time.perf_counter()
         if STOPPING.is_set():
@@ -473,7 +477,8 @@ def build_candidate(path: Path, env: dict, timeout: float) -> dict:
     began = time.perf_counter()
     if STOPPING.is_set():
         raise KeyboardInterrupt
-    process = subprocess.Popen([sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1])", str(path)],
+    importer = "import runpy, sys; runpy.run_path(sys.argv[1])"
+    process = subprocess.Popen([*NICE, sys.executable, "-c", importer, str(path)],
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                env=env, start_new_session=True)
     with RUNNING_LOCK:

@@ -12,7 +12,7 @@ exclusively for the moment it takes to enter); a process waiting for the exclusi
 so no new shared holder slips in ahead of it and timing is never starved. One exception: while a shared holder
 is inside a *slow* stretch (`slow()`: torch.compile's compile, tens of seconds of CPU work with the GPU all but
 idle), a waiting writer lets go of the gate, so the other judges' GPU work goes on meanwhile instead of queueing
-behind that compile (the "convoy"). After `PATIENCE_S` of waiting the writer keeps the gate regardless, so timing
+behind that compile (the "convoy"). After `PATIENCE_S` (20 s) of waiting the writer keeps the gate regardless, so timing
 is still never starved. A process that dies releases its locks with its file descriptors. Without
 `KFUSE_GPU_LOCK` in the environment (one job per GPU, or `kfuse check`) every section is a no-op.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 
 ENV = "KFUSE_GPU_LOCK"
 SHARERS_ENV = "KFUSE_GPU_SHARERS"  # how many judges share the GPU (sizes the memory rule)
-PATIENCE_S = 120.0  # a writer yields the gate to slow stretches for this long at most
+PATIENCE_S = 20.0  # a writer yields the gate to slow stretches for this long at most
 POLL_S = 0.05
 
 

@@ -166,6 +166,12 @@ def stage_seconds(events: list[dict], started: float, ended: float) -> dict[str,
     return {bucket: round(s, 3) for bucket, s in seconds.items()}
 
 
+def stage_timeline(events: list[dict], started: float, ended: float) -> list[list]:
+    """Each worker stage in order with its seconds ([stage, seconds]): where one judgement's time went."""
+    marks = [("starting the worker", started)] + [(e["stage"], e["t"]) for e in events if e["event"] == "stage"]
+    return [[stage, round(max(0.0, t_next - t), 3)] for (stage, t), (_, t_next) in zip(marks, marks[1:] + [("", ended)])]
+
+
 def stale_build_locks(code: str, since: float) -> list[str]:
     """torch's build locks (`<build root>/<extension>/lock`) older than `since`, of extensions the candidate's code
     names. A build stopped midway (a judge killed at a bench's interruption) leaves its lock behind, and every later
@@ -217,7 +223,9 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
             timed_out = wait_with_stages(process, events_path, token, options.timeout, on_stage)
         events = read_events(events_path, token)
         log_text = log_path.read_text(errors="replace")
-    verdict["stages_s"] = stage_seconds(events, started, time.time())
+    ended = time.time()
+    verdict["stages_s"] = stage_seconds(events, started, ended)
+    verdict["timeline"] = stage_timeline(events, started, ended)
 
     stages = [e["stage"] for e in events if e["event"] == "stage"]
     verdict["stage"] = stages[-1] if stages else "starting the worker"

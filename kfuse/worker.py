@@ -157,12 +157,14 @@ class Judgement:
         return self.gpu.exclusive() if self.alone else self.gpu.shared()
 
     def too_big_to_share(self) -> bool:
-        """Inputs so large that several judges' copies of them (clones, float64 truths: ~16x) might not fit."""
+        """Inputs so large that two judges' copies of them (clones, float64 truths: ~16x) might not fit. (Two, not
+        every sharer: most neighbours are small, and a job that runs out of memory beside others is judged again
+        alone at the end, kfuse.bench.LocalRunner.)"""
         if self.device.type != "cuda" or isinstance(self.gpu, gpulock.NoLock):
             return False
         made = make_inputs(self.problem, self.spec["seed"], torch.device("meta"))
         size = sum(t.numel() * t.element_size() for _, t in leaves(made) if isinstance(t, torch.Tensor))
-        sharers = max(1, int(os.environ.get(gpulock.SHARERS_ENV, "1")))
+        sharers = min(2, max(1, int(os.environ.get(gpulock.SHARERS_ENV, "1"))))
         return 16 * size * sharers > torch.cuda.get_device_properties(self.device).total_memory
 
     def inputs(self, seed: int, layout: str = "contiguous") -> list:
