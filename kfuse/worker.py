@@ -293,14 +293,16 @@ class Judgement:
                         compile_modes=list(s["compile_modes"]))
 
     def reference_timing_prepared(self) -> dict:
-        """time_prepare's reply: still inside the untimed section that covered the trials, marked slow so
-        that a judge waiting to time does not hold every other judge back while this compile finishes."""
+        """time_prepare's reply. Waited for outside any GPU section: torch.compile's compile is CPU work, tens of
+        seconds of it, and holding the lock meanwhile would keep a judge that waits to time (and, behind it, every
+        other judge) waiting too. Its GPU work (the compiled graph's first call, Inductor's benchmarks of a few
+        kernel configs) is milliseconds that may fall into another judge's timed rounds: one round's samples at
+        most, which the median of the interleaved rounds does not follow."""
         if self.spec["compile_modes"]:
             self.events.stage(f"compiling the reference with torch.compile ({', '.join(self.spec['compile_modes'])})")
-        with self.gpu.slow():
-            self.timer.reply()
-            self.timer.reply()
-            return self.timer.reply()
+        self.timer.reply()
+        self.timer.reply()
+        return self.timer.reply()
 
     def time_models(self, reference: dict) -> dict:
         """Every contender is timed in a process of its own that answers the worker's requests: the candidate in
@@ -339,6 +341,25 @@ class Judgement:
         self.events.stage("timing (interleaved rounds)")
         return time_interleaved(contenders, plan)
 
+    def bytes_and_flops(self, inputs: list) -> tuple[int, int, torch.dtype]:
+        """Bytes a call must move and FLOPs it must do, with its output dtype: counted on the meta device (shapes
+        alone, no GPU section), or on the GPU where the model does not run on meta (data-dependent ops)."""
+        try:
+            with torch.device("meta"):
+                torch.manual_seed(self.spec["seed"])
+                model = self.problem.Model(*self.init_inputs)
+            meta = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in inputs]
+            with torch.no_grad():
+                out = model(*meta)
+            flops = roofline.count_flops(model, meta)
+        except Exception:  # noqa: BLE001 - any failure on meta: count on the real model instead
+            model = self.reference
+            with self.untimed(), torch.no_grad():
+                out = model(*inputs)
+                flops = roofline.count_flops(model, inputs)
+        dtype = next((t.dtype for _, t in leaves(out) if isinstance(t, torch.Tensor)), torch.float32)
+        return roofline.count_bytes(model, inputs, out), flops, dtype
+
     def _after_timing(self, stats: dict, base: int, inputs: list, ceilings: dict) -> dict:
         with self.untimed():
             # The last timed call's output must be right too: a candidate that skips work while timed fails here.
@@ -350,13 +371,9 @@ class Judgement:
             if trial["problems"]:
                 raise Outcome("incorrect", *(f"the output of a timed call is wrong: {p}" for p in trial["problems"]))
 
-            self.events.stage("counting bytes and FLOPs")
-            with torch.no_grad():
-                out = self.reference(*inputs)
-                dtype = next((t.dtype for _, t in leaves(out) if isinstance(t, torch.Tensor)), torch.float32)
-                bound = roofline.floor(roofline.count_bytes(self.reference, inputs, out),
-                                       roofline.count_flops(self.reference, inputs),
-                                       ceilings, dtype)
+        self.events.stage("counting bytes and FLOPs")
+        bytes_moved, flops, dtype = self.bytes_and_flops(inputs)
+        bound = roofline.floor(bytes_moved, flops, ceilings, dtype)
         cand = stats["candidate"]["median_ms"]
         speedups = {f"vs_{name}": stats[name]["median_ms"] / cand if cand > 0 else float("inf")
                     for name in stats if name != "candidate"}
@@ -378,6 +395,7 @@ class Judgement:
         self.events.stage("loading the problem")
         try:
             self.problem, init_inputs = load_problem(self.spec["problem"])
+            self.init_inputs = init_inputs
             self.alone = self.too_big_to_share()
             with self.untimed():
                 self.inputs(self.spec["seed"])  # validates get_inputs() before any build
@@ -401,12 +419,11 @@ class Judgement:
             with self.untimed():
                 self.events.stage("constructing the models")
                 self.candidate.request("construct", seed=self.spec["seed"])
-                if self.timer is not None:
-                    self.prepare_reference_timing()
-                self.check_trials()
-                reference = self.reference_timing_prepared() if self.timer is not None else None
             if self.timer is not None:
-                self.report["timing"] = self.time_models(reference)
+                self.prepare_reference_timing()
+            self.check_trials()
+            if self.timer is not None:
+                self.report["timing"] = self.time_models(self.reference_timing_prepared())
             return self.report
         except BaseException:
             ended_early = True
@@ -440,7 +457,8 @@ class Judgement:
         self.plan = trial_plan(self.spec["trials"])
         failed = None
         for index, kind in enumerate(self.plan):
-            trial = self.run_trial(index, kind)
+            with self.untimed():  # a section per trial: a judge waiting to time waits for one trial, not five
+                trial = self.run_trial(index, kind)
             self.report["trials"].append(trial)
             self.events.emit("trial", trial=trial["trial"], kind=kind, passed=trial["passed"])
             if not trial["passed"] and failed is None:
