@@ -668,9 +668,11 @@ def worker_slots(options: BenchOptions) -> list[dict]:
                   gpulock.SHARERS_ENV: str(options.per_gpu)} for gpu in gpus for _ in range(options.per_gpu)]
     # torch.compile's workers take every core by default; side by side, the judges share them, so one job's
     # torch.compile does not starve another's build (which counts against its timeout: two GEMM seeds timed out
-    # building beside five other judges on 16 cores). A value the user set stays.
+    # building beside five other judges on 16 cores). With several judges per GPU, one thread each: a pool of
+    # compile workers is a few Python processes importing torch and Triton per judge, CPU that the other judges
+    # need more (the development set on an H100 machine was CPU-bound). A value the user set stays.
     if "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ:
-        threads = str(max(1, (os.cpu_count() or 1) // len(slots)))
+        threads = str(1 if options.per_gpu > 1 else max(1, (os.cpu_count() or 1) // len(slots)))
         for slot in slots:
             slot["TORCHINDUCTOR_COMPILE_THREADS"] = threads
     return slots

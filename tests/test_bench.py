@@ -173,10 +173,12 @@ def test_jobs_sharing_a_gpu_share_its_lock(monkeypatch, tmp_path):
     locks = {s["CUDA_VISIBLE_DEVICES"]: s["KFUSE_GPU_LOCK"] for s in slots}
     assert len({s["KFUSE_GPU_LOCK"] for s in slots}) == 2 and locks["0"] != locks["2"]
     assert all(s["KFUSE_GPU_SHARERS"] == "3" for s in slots)
-    # torch.compile's workers: the cores shared among the six judges, unless the user chose
+    # torch.compile's workers: one thread per judge where judges share a GPU, else the cores shared among the
+    # GPUs' judges, unless the user chose
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
-    assert {s["TORCHINDUCTOR_COMPILE_THREADS"] for s in worker_slots(BenchOptions(device="cuda", per_gpu=3))} == {"2"}
+    assert {s["TORCHINDUCTOR_COMPILE_THREADS"] for s in worker_slots(BenchOptions(device="cuda", per_gpu=3))} == {"1"}
+    assert {s["TORCHINDUCTOR_COMPILE_THREADS"] for s in worker_slots(BenchOptions(device="cuda"))} == {"8"}
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "5")
     assert all("TORCHINDUCTOR_COMPILE_THREADS" not in s for s in worker_slots(BenchOptions(device="cuda", per_gpu=3)))
     with pytest.raises(UsageError, match="--per-gpu"):
