@@ -239,7 +239,7 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
     from kfuse import gemm  # fp32 GEMMs on kfuse's template, with the kernel after them as epilogue (kfuse/gemm.py)
     steps = gemm.fuse_gemms(steps, names)
     from kfuse import conv  # convolutions become kfuse kernels with their epilogue (kfuse/conv.py)
-    steps = conv.fuse_convolutions(steps, names, _unique, target)
+    steps = conv.fuse_convolutions(steps, names, _unique, target, precision)
     return Plan(steps)
 
 
