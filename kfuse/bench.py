@@ -727,7 +727,13 @@ class LocalRunner:
                 for future in done:
                     if future in coming:  # ready: now it can be judged
                         tag = coming.pop(future)
-                        job = future.result()
+                        try:
+                            job = future.result()
+                        except Exception as err:  # a bench failure around this problem: its record, not the run's
+                            on_done(tag, {"status": "crashed", "verdict": None, "optimized": None,
+                                          "candidate_code": None, "infra": True,
+                                          "reasons": [f"kfuse bench could not prepare this problem: {first_line(err)}"]})
+                            continue
                         if job is not None:
                             judged = self.pool.submit(self._started, tag, job, on_start)
                             futures[judged] = (tag, job)
@@ -985,11 +991,12 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
                     running.remove(problem.id)
                 if pipeline is not None and problem.id in pipeline.builds:
                     result["prebuild"] = pipeline.builds[problem.id]
-                if not result.pop("infra", False):
-                    write_atomically(out / "cache" / f"{keys[problem.id]}.json",
-                                     json.dumps({"key": keys[problem.id], "problem": str(problem.path),
-                                                 "result": result}, default=str))
-                finish_problem(problem, keys[problem.id], result, options, records, cached=False)
+                key = keys.get(problem.id)  # (none: the pipeline failed before it had one)
+                if not result.pop("infra", False) and key is not None:
+                    write_atomically(out / "cache" / f"{key}.json",
+                                     json.dumps({"key": key, "problem": str(problem.path), "result": result},
+                                                default=str))
+                finish_problem(problem, key, result, options, records, cached=False)
                 judged += 1
                 refresh()
 

@@ -32,6 +32,7 @@ def _shared_build_folders() -> None:
     if "CXX" not in os.environ:
         os.environ["CXX"] = str(Path(__file__).parent / "pch_cxx.py")
         os.environ.setdefault("KFUSE_TEST_PCH_DIR", str(Path(tempfile.gettempdir()) / "kfuse-test-pch"))
+        os.environ.setdefault("KFUSE_TEST_OPT", "-O1")  # (tests/pch_cxx.py: what is computed, not how fast)
 
 
 _shared_build_folders()

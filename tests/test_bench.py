@@ -212,6 +212,25 @@ def test_each_local_worker_keeps_its_gpu(monkeypatch):
     assert 2 <= active[1] <= 3 and {gpu for _, gpu in seen} <= {"0", "1", "2"}
 
 
+def test_jobs_that_come_later_are_judged_and_a_failed_preparation_is_one_problem_s_record(monkeypatch):
+    """Pipeline hands the runner futures: a job is judged when its future has it, None is a problem with nothing
+    to judge, and a future that failed becomes that problem's `crashed` record while the others go on."""
+    from concurrent.futures import Future
+
+    monkeypatch.setattr(bench_module, "run_job_isolated", lambda job, env=None: {"status": "correct", "reasons": []})
+    later, nothing, failed = Future(), Future(), Future()
+    done = []
+    runner = LocalRunner([{}])
+    timer = threading.Timer(0.2, lambda: (later.set_result({"id": "b"}), nothing.set_result(None),
+                                          failed.set_exception(OSError("disk full"))))
+    timer.start()
+    runner.run([("a", {"id": "a"}), ("b", later), ("c", nothing), ("d", failed)], lambda tag: None,
+               lambda tag, result: done.append((tag, result["status"], result["reasons"])))
+    assert sorted(t for t, _, _ in done) == ["a", "b", "d"]
+    crashed = next(r for t, _, r in done if t == "d")
+    assert dict((t, s) for t, s, _ in done)["d"] == "crashed" and "OSError: disk full" in crashed[0]
+
+
 def test_out_of_gpu_memory_beside_other_judges_runs_again_alone(monkeypatch, tmp_path):
     """A job that ran out of GPU memory while judges shared the GPU is judged once more after all the others,
     alone on the GPU (no shared lock); what it gets then is its verdict."""
