@@ -9,6 +9,9 @@
 # The packed copy leaves out the build caches (STATE/out/extensions, STATE/out/inductor: large, and rebuilt on a
 # fresh machine anyway). The report files are also copied to $OUT/. MIN_SECONDS (default 1.0) is --min-seconds.
 # Leave ~60 s of the call's limit beyond SECONDS for the interrupted judges to stop and the state to be packed.
+# Extra bench options go after PATHS (e.g. --timeout 600). Keep options and MIN_SECONDS the same across the calls of
+# one run: they are part of every cache key, so a change judges everything again. The development-set runs of
+# 2026-11-25 (results/pipeline-time-2026-11-25/) used MIN_SECONDS=0.1, PER_GPU 8 and --timeout 600.
 set -uo pipefail
 state=$1 seconds=$2 per_gpu=$3
 shift 3
