@@ -5,7 +5,8 @@ each, several at once), built, then judged as soon as it is built, while later p
 and built. Each problem with a candidate is one *job* run in a fresh process (`python -m kfuse.bench JOB OUT`):
 `kfuse.judge.check`, which starts its own sandboxed processes under their timeouts. A job carries the problem's and
 candidate's text, not paths, so it runs the same on this machine or on a Ray node. A finished job's result goes to
-`--out/cache/<sha256>.json` at once: a rerun, or a run after Ctrl-C, judges only what is not there yet. The report (`kfuse.bench_report`) is built from the records.
+`--out/cache/<sha256>.json` at once: a rerun, or a run after Ctrl-C, judges only what is not there yet. The report
+(`kfuse.bench_report`) is built from the records.
 """
 
 from __future__ import annotations
@@ -438,6 +439,12 @@ def unsupported(reason: str) -> dict:
     return {"status": "unsupported", "reasons": [reason]}
 
 
+def bench_failure(reason: str) -> dict:
+    """A result for a failure of kfuse bench itself around one problem: `crashed`, never cached (`infra`)."""
+    return {"status": "crashed", "reasons": [reason], "verdict": None, "optimized": None, "candidate_code": None,
+            "infra": True}
+
+
 # ------------------------------------------------------------------------------------------------------ building
 
 def extension_names(code: str) -> list[str]:
@@ -704,8 +711,7 @@ class LocalRunner:
         try:
             return run_job_isolated(job, slot)
         except Exception as err:  # bench's own failure around one job (a full disk...): that job, not the run
-            return {"status": "crashed", "reasons": [f"kfuse bench could not run this job: {first_line(err)}"],
-                    "verdict": None, "optimized": None, "candidate_code": None, "infra": True}
+            return bench_failure(f"kfuse bench could not run this job: {first_line(err)}")
         finally:
             if taken:
                 self.slots.put(slot)
@@ -730,9 +736,8 @@ class LocalRunner:
                         try:
                             job = future.result()
                         except Exception as err:  # a bench failure around this problem: its record, not the run's
-                            on_done(tag, {"status": "crashed", "verdict": None, "optimized": None,
-                                          "candidate_code": None, "infra": True,
-                                          "reasons": [f"kfuse bench could not prepare this problem: {first_line(err)}"]})
+                            on_done(tag, bench_failure(f"kfuse bench could not prepare this problem: "
+                                                       f"{first_line(err)}"))
                             continue
                         if job is not None:
                             judged = self.pool.submit(self._started, tag, job, on_start)
@@ -830,8 +835,7 @@ class RayRunner:
                     try:
                         result = ray.get(ref)
                     except Exception as err:  # the task itself failed: a crash of this problem's job
-                        result = {"status": "crashed", "reasons": [f"the Ray task failed: {first_line(err)}"],
-                                  "verdict": None, "optimized": None, "candidate_code": None, "infra": True}
+                        result = bench_failure(f"the Ray task failed: {first_line(err)}")
                     on_done(refs[ref], result)
         except BaseException:
             for ref in pending:
@@ -896,18 +900,16 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
         """The problem's job, or None once it is recorded without judging (unsupported, missing, cached)."""
         def recorded(result: dict, key: str | None = None, cached: bool = False) -> None:
             with lock:
-                if key is None:
-                    records[problem.id] = record(problem, None, result, options, cached=False)
-                else:
-                    finish_problem(problem, key, result, options, records, cached=cached)
-                    counts["cached"] += cached
+                finish_problem(problem, key, result, options, records, cached=cached)
+                counts["cached"] += cached
                 for update in after_record:
                     update()
 
         if emitted is not None:
             if "path" not in emitted:
                 return recorded(emitted)
-            counts["reused"] += bool(emitted.get("reused"))
+            with lock:
+                counts["reused"] += bool(emitted.get("reused"))
             problem.candidate = emitted["path"]
         else:
             problem.candidate = find_candidate(options.candidates, problem.path.stem)
@@ -1078,7 +1080,7 @@ def describe_running(running: list[str]) -> str:
     return shown if len(shown) <= 48 else shown[:45] + "..."
 
 
-def finish_problem(problem: Problem, key: str, result: dict, options: BenchOptions, records: dict,
+def finish_problem(problem: Problem, key: str | None, result: dict, options: BenchOptions, records: dict,
                    cached: bool) -> None:
     """Record one result; write the emitted ModelNew and the full verdict beside the report."""
     if options.candidates is None and result.get("candidate_code") is not None:

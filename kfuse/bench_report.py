@@ -18,13 +18,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from kfuse.report import STYLE
+
 FAILURES = ("compile_error", "crashed", "timeout", "incorrect", "rejected", "unsupported", "missing")
 STATUSES = ("correct", "correct-parity") + FAILURES
-COLORS = {"correct": "#2e9d5b", "correct-parity": "#8cc63f", "incorrect": "#d64545", "compile_error": "#a155b9", "crashed": "#b8322a",
-          "timeout": "#e0a020", "rejected": "#e06c2c", "unsupported": "#7b8794", "missing": "#b7bfc8"}
-RICH_STYLE = {"correct": "bold green", "correct-parity": "yellow", "incorrect": "bold red", "compile_error": "bold magenta",
-              "crashed": "bold red", "timeout": "bold yellow", "rejected": "red", "unsupported": "dim",
-              "missing": "dim"}
+COLORS = {"correct": "#2e9d5b", "correct-parity": "#8cc63f", "incorrect": "#d64545", "compile_error": "#a155b9",
+          "crashed": "#b8322a", "timeout": "#e0a020", "rejected": "#e06c2c", "unsupported": "#7b8794",
+          "missing": "#b7bfc8"}
 P_MAX, P_STEPS = 3.0, 61
 
 
@@ -179,7 +179,7 @@ def print_table(records: list[dict], summary: dict, console: Console | None = No
     table.add_column("note", overflow="fold", ratio=1)
     for r in records:
         status = r["status"]
-        row = [r["id"], f"[{RICH_STYLE.get(status, '')}]{status}[/]",
+        row = [r["id"], f"[{STYLE.get(status, '')}]{status}[/]",
                f"{r['times_ms']['candidate']:.4g}" if r.get("times_ms", {}).get("candidate") else ""]
         for b in baselines:
             s = (r.get("speedups") or {}).get(b)

@@ -17,9 +17,10 @@ Printing, CUDA: an implicit GEMM on FFMA (exact fp32; on the suite's problems bi
   measured 7% faster on the seed and 7% slower on a large-K problem, so FFMA is the default for exact fp32.
   Under the tf32 policy (`--precision tf32`), where PyTorch lets cuDNN use TF32 for convolutions, the same
   tensor-core kernel runs one TF32 product instead of three: the flag is read per call (kf::conv_allows_tf32).
-  Under the fp32 policy the kernels stay fp32-accurate whatever the flag (fuse_convolutions says why). Measured on the suite's bare
-  convolutions (H100): 1.15-1.4x faster than FFMA, except transposed 3D with 32 output channels (0.84x); the
-  gather, not the multiply-adds, bounds both (results/probes-NVIDIA-H100-80GB-HBM3-2026-11-22-s3.md).
+  Under the fp32 policy the kernels stay fp32-accurate whatever the flag (fuse_convolutions says why). Measured
+  on the suite's bare convolutions (H100): 1.15-1.4x faster than FFMA, except transposed 3D with 32 output
+  channels (0.84x); the gather, not the multiply-adds, bounds both
+  (results/probes-NVIDIA-H100-80GB-HBM3-2026-11-22-s3.md).
   On an H100 cuDNN's fp32 kernels are faster than both (results/conv-kernels-*.md): on CUDA the planner uses these
   kernels only for files of bare convolutions, which would otherwise get no candidate (_kernels_on_cuda).
   Small filters (2D, groups 1, C_in*kh*kw <= 160, >= 16 output channels: small_filter_tile) take a direct kernel

@@ -151,25 +151,26 @@ def stage_bucket(stage: str) -> str:
         return "gpu_wait"
     if stage.startswith("compiling the reference"):
         return "compile"
-    if stage.startswith("timing") or stage.startswith("setting up the reference's timing"):
+    if stage.startswith("timing"):
         return "timing"
     return "trials"  # loading, the reference and its float64 truth, the trials, the checks after timing
 
 
-def stage_seconds(events: list[dict], started: float, ended: float) -> dict[str, float]:
-    """Seconds per bucket (stage_bucket), from the worker's stage events; "startup" is the time before the first
-    (the process and its imports)."""
-    marks = [("startup", started)] + [(stage_bucket(e["stage"]), e["t"]) for e in events if e["event"] == "stage"]
-    seconds: dict[str, float] = {}
-    for (bucket, t), (_, t_next) in zip(marks, marks[1:] + [("", ended)]):
-        seconds[bucket] = seconds.get(bucket, 0.0) + max(0.0, t_next - t)
-    return {bucket: round(s, 3) for bucket, s in seconds.items()}
-
-
 def stage_timeline(events: list[dict], started: float, ended: float) -> list[list]:
-    """Each worker stage in order with its seconds ([stage, seconds]): where one judgement's time went."""
+    """Each worker stage in order with its seconds ([stage, seconds]), the first being the worker's start (the
+    process and its imports): where one judgement's time went."""
     marks = [("starting the worker", started)] + [(e["stage"], e["t"]) for e in events if e["event"] == "stage"]
-    return [[stage, round(max(0.0, t_next - t), 3)] for (stage, t), (_, t_next) in zip(marks, marks[1:] + [("", ended)])]
+    return [[stage, round(max(0.0, t_next - t), 3)]
+            for (stage, t), (_, t_next) in zip(marks, marks[1:] + [("", ended)])]
+
+
+def stage_seconds(timeline: list[list]) -> dict[str, float]:
+    """The timeline's seconds per bucket (stage_bucket); the worker's start is "startup"."""
+    seconds: dict[str, float] = {}
+    for i, (stage, spent) in enumerate(timeline):
+        bucket = "startup" if i == 0 else stage_bucket(stage)
+        seconds[bucket] = seconds.get(bucket, 0.0) + spent
+    return {bucket: round(s, 3) for bucket, s in seconds.items()}
 
 
 def stale_build_locks(code: str, since: float) -> list[str]:
@@ -223,9 +224,8 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
             timed_out = wait_with_stages(process, events_path, token, options.timeout, on_stage)
         events = read_events(events_path, token)
         log_text = log_path.read_text(errors="replace")
-    ended = time.time()
-    verdict["stages_s"] = stage_seconds(events, started, ended)
-    verdict["timeline"] = stage_timeline(events, started, ended)
+    verdict["timeline"] = stage_timeline(events, started, time.time())
+    verdict["stages_s"] = stage_seconds(verdict["timeline"])
 
     stages = [e["stage"] for e in events if e["event"] == "stage"]
     verdict["stage"] = stages[-1] if stages else "starting the worker"

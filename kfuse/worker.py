@@ -409,7 +409,6 @@ class Judgement:
         # Started now, so that its imports overlap the trials; it only times the reference (time_models).
         self.timer = CandidateProcess(self.device, self.events, "the reference's timing process") \
             if self.spec["time"] else None
-        ended_early = False
         try:
             self.events.stage(BUILD_STAGE)  # CPU work: no GPU section
             built = self.candidate.request("setup", problem=self.spec["problem"], candidate=self.spec["candidate"],
@@ -425,13 +424,10 @@ class Judgement:
             if self.timer is not None:
                 self.report["timing"] = self.time_models(self.reference_timing_prepared())
             return self.report
-        except BaseException:
-            ended_early = True
-            raise
         finally:
             self.candidate.close()
-            if self.timer is not None:
-                self.timer.close(at_once=ended_early)
+            if self.timer is not None:  # (time_models closes it) the judgement ended early: its compile is not wanted
+                self.timer.close(at_once=True)
 
     def refuse_random_reference(self) -> None:
         """A Model whose output depends on the RNG (dropout with p > 0 in training mode) cannot be compared

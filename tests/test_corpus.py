@@ -64,9 +64,9 @@ def test_stage_seconds_bucket_the_worker_stages():
         ("loading the problem", 11.0), (BUILD_STAGE, 12.0), ("trial 1/5 (fresh inputs)", 15.0),
         ("compiling the reference with torch.compile (default)", 16.0), (WAIT_STAGE, 20.0),
         ("timing (interleaved rounds)", 22.0), ("checking the output of the last timed call", 25.0))]
-    assert stage_seconds(events, started=10.0, ended=26.0) == {
-        "startup": 1.0, "trials": 1.0 + 1.0 + 1.0, "build": 3.0, "compile": 4.0, "gpu_wait": 2.0, "timing": 3.0}
     timeline = stage_timeline(events, started=10.0, ended=26.0)
+    assert stage_seconds(timeline) == {
+        "startup": 1.0, "trials": 1.0 + 1.0 + 1.0, "build": 3.0, "compile": 4.0, "gpu_wait": 2.0, "timing": 3.0}
     assert timeline[0] == ["starting the worker", 1.0] and timeline[2] == [BUILD_STAGE, 3.0]
     assert timeline[-1] == ["checking the output of the last timed call", 1.0] and len(timeline) == 8
 
