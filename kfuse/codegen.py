@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kfuse import attention, ops
+from kfuse import attention, ops, recurrent
 from kfuse import conv as convolutions
 from kfuse import gemm as gemms
 from kfuse import reduce as reductions
@@ -167,6 +167,10 @@ USE_HEADERS = {
     CALLS_ATEN: ("ATen/core/dispatch/Dispatcher.h", "ATen/ScalarOps.h"),
     "at::infer_size(": ("ATen/ExpandUtils.h",),
     "at::empty_strided(": ("ATen/ops/empty_strided.h",),
+    "at::addmm(": ("ATen/ops/addmm.h",),
+    "at::mm(": ("ATen/ops/mm.h",),
+    "at::cat(": ("ATen/ops/cat.h",),
+    "at::empty_like(": ("ATen/ops/empty_like.h",),
 }
 
 
@@ -755,7 +759,11 @@ def _library_call(call: LibraryCall, names: dict[str, str], handles: list[str]) 
 
 
 def _tuple_item(item: TupleItem, names: dict[str, str], plan: Plan) -> str:
-    source = next(s for s in plan.steps if isinstance(s, LibraryCall) and s.node.name == item.source)
+    source = next(s for s in plan.steps if isinstance(s, (LibraryCall, recurrent.RecurrentKernel))
+                  and s.node.name == item.source)
+    if isinstance(source, recurrent.RecurrentKernel):  # a std::vector<at::Tensor> of its results
+        names[item.node.name] = item.node.name
+        return f"    at::Tensor {item.node.name} = {item.source}[{item.index}];"
     returns = source.node.target._schema.returns
     names[item.node.name] = item.node.name
     if len(returns) == 1:  # a Tensor[] result
@@ -802,6 +810,8 @@ def _forward(captured: Captured, plan: Plan, names: dict[str, str], target: str,
             body.extend(reductions.forward_lines(step, names))
         elif isinstance(step, attention.AttentionKernel):
             body.append(attention.forward_line(step, names))
+        elif isinstance(step, recurrent.RecurrentKernel):
+            body.append(recurrent.forward_line(step, names))
         elif isinstance(step, windows.WindowKernel):
             body.extend(windows.forward_lines(step, names))
         elif isinstance(step, gemms.GemmStep):
@@ -891,6 +901,7 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
         families[module] = module.render(unique, target)
         shared.update(same)
     red, att, win, gm, conv = (families[m] for m in (reductions, attention, windows, gemms, convolutions))
+    rnn = recurrent.render(plan.recurrents, target)  # (one shared function for every layer: nothing to share)
     kernel_functions = "".join(_op_function(k) for k in pointwise)
     host_wrappers = "".join(_host_wrapper(k, target) for k in pointwise)
     forward = _forward(captured, plan, names, target, shared)
@@ -907,11 +918,11 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
                 + "".join(_cuda_kernels(k) + (_channels_last_kernel(k) if k.channels_last_input else "")
                           for k in pointwise)
                 + red.decls + red.helpers + red.device + att.decls + att.device
-                + win.decls + win.helpers + win.device + gm.decls + gm.device + conv.device
+                + win.decls + win.helpers + win.device + gm.decls + gm.device + conv.device + rnn.decls + rnn.device
                 + (CHANNELS_LAST_COPY_DEVICE if channels_last else ""))
         host = ((CHANNELS_LAST_COPY_HOST if channels_last else "") + launches
                 + host_wrappers + red.decls + red.host + att.decls + att.host + win.decls + win.host + gm.decls
-                + gm.host + conv.host + forward)
+                + gm.host + conv.host + rnn.decls + rnn.host + forward)
         cpp = (host_headers(host) + CUDA_HOST_HEADERS + COMMON + conv.common + HOST_RUNTIME
                + (DISPATCH_RUNTIME if CALLS_ATEN in host else "") + CUDA_HOST_RUNTIME + host)
     else:
@@ -919,14 +930,15 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
         host = (kernel_functions + conv.functions + "".join(_cpu_kernel(k) for k in pointwise) + host_wrappers
                 + red.decls + red.helpers + red.device + red.host + att.decls + att.host
                 + win.decls + win.helpers + win.device + win.host + gm.decls + gm.device + gm.host + conv.device
-                + conv.host + forward)
+                + conv.host + rnn.decls + rnn.host + forward)
         cpp = (host_headers(host) + "#include <ATen/Parallel.h>\n" + COMMON + conv.common
                + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions + conv.functions)
                + HOST_RUNTIME + (DISPATCH_RUNTIME if CALLS_ATEN in host else "") + host)
     kernels = [{"name": k.name, "fuses": k.ops, "in_place_into": k.write_into,
                 "reads_channels_last": k.channels_last_input} for k in plan.kernels]
     kernels += [{"name": k.name, "fuses": k.ops, "in_place_into": None, "reads_channels_last": None}
-                for k in plan.reductions + plan.attentions + plan.windows + plan.gemms + plan.convolutions]
+                for k in plan.reductions + plan.attentions + plan.windows + plan.gemms + plan.convolutions
+                + plan.recurrents]
     kernels.sort(key=lambda k: _step_index(plan, k["name"]))
     for k in kernels:
         if k["name"] in shared:
@@ -944,7 +956,7 @@ def _step_index(plan: Plan, name: str) -> int:
 
 def _unfused_reason(call: LibraryCall) -> str:
     reason = (windows.unfused_reason(call.node) or reductions.unfused_reason(call.node)
-              or attention.unfused_reason(call.node))
+              or attention.unfused_reason(call.node) or recurrent.unfused_reason(call.node))
     if reason is not None:
         return reason
     if ops.lookup(call.node.target) is not None:

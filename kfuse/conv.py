@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kfuse import choices
+from kfuse.eager_precision import convolution_runs_tf32
 from kfuse.plan import FUSABLE_DTYPES, FusedKernel, LibraryCall, TupleItem, tensor_meta
 
 # aten op -> (spatial dims, None for any; argument positions of stride, padding, dilation, groups)
@@ -176,12 +177,15 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str, p
     Under the fp32 policy the kernels keep fp32 accuracy (FFMA or 3xTF32) even where PyTorch allows cuDNN TF32:
     whether eager's call then runs TF32 is cuDNN's choice of algorithm, not the flag (the development set's 3D and
     1x1 convolutions ran at fp32 accuracy with the flag on), and a kfuse TF32 product never matches cuDNN's own
-    TF32 to 1e-4 anyway. Accurate, the kernel matches eager wherever eager is accurate and is closer to the float64
-    truth than eager wherever eager is not."""
+    TF32 to 1e-4 anyway. Accurate, the kernel matches eager wherever eager is accurate. Where eager's call runs TF32
+    (asked of the GPU: kfuse.eager_precision), no kernel of ours lands within 1e-4 of it, so cuDNN keeps that
+    convolution; in a file of bare convolutions the kernel stays (closer to the float64 truth than eager: the
+    alternative is no candidate). Without a GPU to ask, the kernels replace the calls as the rules say."""
     choice = choices.current().conv_kernels  # "rule" unless kfuse tune measures another
     if choice == "library":
         return steps
-    all_convolutions = target != "cuda" or choice == "all" or _kernels_on_cuda(steps)
+    bare = target == "cuda" and _kernels_on_cuda(steps)
+    all_convolutions = target != "cuda" or choice == "all" or bare
     out = list(steps)
     for call in [s for s in steps if isinstance(s, LibraryCall) and s.anchor and not s.channels_last]:
         spec = conv_spec(call.node)
@@ -191,6 +195,8 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str, p
         depthwise = target == "cuda" and is_depthwise_2d(call.node, spec)
         if small is None and not depthwise and not all_convolutions:
             continue  # cuDNN keeps it (see _kernels_on_cuda)
+        if target == "cuda" and precision == "fp32" and not bare and convolution_runs_tf32(call.node):
+            continue  # eager's cuDNN call runs TF32 here: only that call matches it
         epilogue = next((s for s in out if isinstance(s, FusedKernel) and s.write_into == call.node.name
                          and s.channels_last_input is None), None)
         at = _index(out, call)

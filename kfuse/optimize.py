@@ -77,7 +77,7 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
     clock.stage("plan")
     add_convolution_epilogues(captured, device, precision)
     steps = plan(captured.graph, device, precision)
-    if not (steps.kernels or steps.reductions or steps.attentions or steps.windows or steps.gemms
+    if not (steps.kernels or steps.reductions or steps.attentions or steps.windows or steps.gemms or steps.recurrents
             or steps.convolutions):
         ops = ", ".join(sorted({c.op for c in steps.library_calls})) or "none"
         others = sorted({str(i.dtype).replace("torch.", "") for i in captured.inputs

@@ -138,7 +138,7 @@ def test_a_returned_convolution_without_bias_or_layout_change_is_kfuse_s_kernel(
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 @pytest.mark.parametrize("problem", [  # one problem per kernel family by default; the other variants on demand
     "conv_div_leaky", "activation_chain", "losses_rowwise", "attention_odd_sizes", "pooling_mix", "scans_mix",
-    "linear_scale_leaky", "conv_reductions"] + [pytest.param(name, marks=pytest.mark.exhaustive) for name in (
+    "linear_scale_leaky", "conv_reductions", "gru_layers"] + [pytest.param(name, marks=pytest.mark.exhaustive) for name in (
         "conv3d_bias_tanh", "conv2d_strided_grouped", "broadcast_two_inputs", "avg_pool_strips", "gemm_sums",
         "vector_norm_orders", "conv_div_leaky:tf32")])
 def test_nvcc_compiles_the_kernels(problem, tmp_path):
@@ -298,7 +298,7 @@ def test_nvcc_compiles_the_small_filter_kernels(tmp_path):
 
 
 @pytest.mark.skipif(NVCC is None or cuda_include() is None, reason="CUDA toolkit headers not installed")
-@pytest.mark.parametrize("problem", ["linear_scale_leaky", "pooling_mix", "conv_reductions:tf32"] + [
+@pytest.mark.parametrize("problem", ["linear_scale_leaky", "pooling_mix", "conv_reductions:tf32", "gru_layers"] + [
     pytest.param(name, marks=pytest.mark.exhaustive) for name in (
         "conv3d_bias_tanh", "conv2d_strided_grouped", "gemm_sums", "losses_rowwise", "attention_odd_sizes",
         "conv_div_leaky:tf32")])

@@ -117,6 +117,9 @@ EXPECTED = {
     "numbers_made_on_the_input_device": ([["add", "min", "max", "mul", "clamp"]], []),
     # views stay ATen calls, made as reshapes: kfuse's results need not have eager's layout
     "views_around_a_product": ([["matmul"], ["softmax"], ["matmul"]], ["view", "view", "transpose", "view", "view"]),
+    # kfuse/recurrent.py: each nn.GRU a GEMM per layer and one recurrence kernel (both directions, every step);
+    # the zero initial state of the second is made as eager makes it
+    "gru_layers": ([["gru"], ["gru"], ["mul"]], ["zeros"]),
     # identical blocks: each layer is a step of its own, the repeated ones call the first one's code
     "repeated_blocks": ([["conv2d"], ["batch_norm", "relu"], ["conv2d"], ["batch_norm", "relu"], ["conv2d"],
                          ["batch_norm"], ["relu", "mean"], ["linear"], ["linear", "tanh", "tanh", "mul", "add"]],
