@@ -93,17 +93,20 @@ def test_bare_convolutions_are_kernels_on_cuda(tmp_path):
     assert "conv_igemm_tc<1, TRANSPOSED, Epilogue>" in text["CUDA_SOURCE"]
 
 
-@pytest.mark.parametrize("conv, shape, channels_last, in_place", [
-    ("Conv2d(32, 64, 3)", (2, 32, 19, 23), True, False),                          # K = 288: cuDNN's TF32 layout
-    ("ConvTranspose3d(64, 8, 3, stride=2)", (2, 64, 3, 4, 5), True, False),      # transposed: K = 64 * 27
-    ("Conv2d(16, 32, 3, groups=8)", (2, 16, 19, 23), False, True),                # grouped: NCHW, bias in place
-    ("Conv1d(32, 16, 3)", (2, 32, 29), False, True),                              # 1D: no channels-last layout
+@pytest.mark.parametrize("conv, shape, precision, channels_last, in_place", [
+    ("Conv2d(32, 64, 3)", (2, 32, 19, 23), "tf32", True, False),                  # K = 288: cuDNN's TF32 layout
+    ("ConvTranspose3d(64, 8, 3, stride=2)", (2, 64, 3, 4, 5), "tf32", True, False),  # transposed: K = 64 * 27
+    # fp32: channels-last only where the GPU shows it gives eager's NCHW output (kfuse.eager_precision); no GPU here
+    ("Conv2d(32, 64, 3)", (2, 32, 19, 23), "fp32", False, True),
+    ("Conv2d(16, 32, 3, groups=8)", (2, 16, 19, 23), "fp32", False, True),        # grouped: NCHW, bias in place
+    ("Conv1d(32, 16, 3)", (2, 32, 29), "fp32", False, True),                      # 1D: no channels-last layout
 ])
-def test_a_returned_convolution_stays_on_cudnn_with_a_bias_or_layout_kernel(tmp_path, conv, shape, channels_last,
-                                                                            in_place):
+def test_a_returned_convolution_stays_on_cudnn_with_a_bias_or_layout_kernel(tmp_path, conv, shape, precision,
+                                                                            channels_last, in_place):
     """plan.add_convolution_epilogues: the copy after it adds the bias (cuDNN's own pass for it is gone) and, where
     cuDNN runs channels-last, writes the caller's layout."""
-    result = optimize(conv_problem(tmp_path, "bare", conv, shape, forward="self.conv(x)"), tmp_path / "bare_new.py", "cuda")
+    result = optimize(conv_problem(tmp_path, "bare", conv, shape, forward="self.conv(x)"), tmp_path / "bare_new.py",
+                      "cuda", precision)
     [call], [kernel] = result.library_calls, result.kernels
     assert kernel["name"] == "fused_bias" and kernel["fuses"][1:] == ["aten.clone.default"]
     assert (kernel["reads_channels_last"] is not None) == channels_last
@@ -412,10 +415,13 @@ def test_nvcc_compiles_the_wgmma_gemm_for_sm_90a(tmp_path):
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in kernel
 
 
-def test_fp32_convolutions_run_channels_last_where_eager_is_tf32_anyway(tmp_path):
-    """plan.CHANNELS_LAST_MIN_K: K = C_in * taps >= 256 and groups 1 go channels-last under the fp32 policy (eager's
-    NCHW cuDNN call is TF32 there already); a short K (the seed's 72) keeps its exact-fp32 plan."""
+def test_fp32_convolutions_run_channels_last_only_where_the_gpu_shows_eager_s_output(tmp_path, monkeypatch):
+    """plan._runs_channels_last under the fp32 policy: a long reduction (K = C_in * taps >= 256, groups 1), and the
+    GPU's word (kfuse.eager_precision) that channels-last gives eager's NCHW output: cuDNN's TF32 algorithms for the
+    two layouts differ by about 4e-4, past KernelBench's 1e-4. No GPU to ask: NCHW."""
     long_k = conv_problem(tmp_path, "long_k", "Conv2d(32, 64, 3)", (2, 32, 19, 23))
+    assert optimize(long_k, tmp_path / "long_k_nchw.py", "cuda").kernels[0]["reads_channels_last"] is None
+    monkeypatch.setattr("kfuse.plan.channels_last_keeps_result", lambda node: True)
     result = optimize(long_k, tmp_path / "long_k_new.py", "cuda")
     assert result.kernels[0]["reads_channels_last"] == "conv2d" and result.kernels[0]["in_place_into"] is None
     assert "kf::channels_last(x)" in result.path.read_text()
@@ -423,6 +429,19 @@ def test_fp32_convolutions_run_channels_last_where_eager_is_tf32_anyway(tmp_path
     assert optimize(grouped, tmp_path / "grouped_new.py", "cuda").kernels[0]["reads_channels_last"] is None
     short_k = conv_problem(tmp_path, "short_k", "Conv2d(8, 64, 3)", (2, 8, 19, 23))
     assert all(k["reads_channels_last"] is None for k in optimize(short_k, tmp_path / "short_k_new.py", "cuda").kernels)
+
+
+def test_a_convolution_eager_runs_in_tf32_stays_eager_s_call(tmp_path, monkeypatch):
+    """conv.fuse_convolutions: a small filter takes kfuse's kernel, unless the GPU says eager's cuDNN call runs TF32
+    there (no kernel of ours lands within 1e-4 of it); a file of bare convolutions keeps the kernel regardless."""
+    problem = conv_problem(tmp_path, "small", "Conv2d(3, 16, 3)", (2, 3, 19, 23))  # K = 27: the small-filter kernel
+    assert optimize(problem, tmp_path / "small_rule.py", "cuda").library_calls == []
+    monkeypatch.setattr("kfuse.conv.convolution_runs_tf32", lambda node: True)
+    kept = optimize(problem, tmp_path / "small_tf32.py", "cuda")
+    assert kept.library_calls == ["aten.conv2d.default"] and kept.kernels[0]["in_place_into"] == "conv2d"
+    bare = conv_problem(tmp_path, "bare_small", "Conv2d(3, 16, 3, bias=False)", (2, 3, 19, 23),
+                        forward="self.conv(x)")
+    assert optimize(bare, tmp_path / "bare_small_new.py", "cuda").library_calls == []
 
 
 def template_functions_with_local_statics(source: str) -> dict[str, bool]:

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One `kfuse bench` run longer than a device call, in one piece: `start` launches it in a session of its own (on a
+# warm machine it outlives the call that started it), `wait` follows it from later calls on the same machine. Each
+# call waits up to SECONDS, prints the log's end, and copies results.json to $OUT once the run has finished. The
+# next call must come within the machine's warm window (30 s), or the machine and the run are gone.
+#
+#   scripts/gpu_bench_detached.sh start STATE SECONDS BENCH_ARGS...   (on the device, from the repo root)
+#   scripts/gpu_bench_detached.sh wait STATE SECONDS
+#
+# STATE (a git-ignored folder, e.g. bench-out/run) holds the bench's --out, its log and its process id.
+set -uo pipefail
+mode=$1 state=$2 seconds=$3
+shift 3
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+if [ "$mode" = start ]; then
+    mkdir -p "$state"
+    setsid nohup python3 -m kfuse bench "$@" --out "$state/out" >"$state/log" 2>&1 </dev/null &
+    echo $! >"$state/pid"
+fi
+pid=$(cat "$state/pid")
+end=$((SECONDS + seconds))
+while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 5; done
+tail -n 30 "$state/log"
+if kill -0 "$pid" 2>/dev/null; then
+    echo "bench still running (pid $pid)"
+else
+    echo "bench finished"
+    cp "$state/out/results.json" "${OUT:-/tmp}/" 2>/dev/null
+fi
