@@ -972,11 +972,18 @@ __host__ inline Problem sliced(const Problem& p, int slices, float* partials) {
     return part;
 }
 
+// Floats of the split's partial products, rounded up to 128 bytes: the pre-split planes after them are read through
+// TMA descriptors, whose base address must be 16-byte aligned (an odd M x N, 169 x 3 in a Swin V2 block, left them
+// misaligned and the descriptor's encoding failed: "CUDA error: invalid argument").
+__host__ inline int64_t partials_floats(int slices, const Problem& p) {
+    return slices > 1 && p.M > 0 && p.N > 0 ? (slices * p.M * p.N + 31) / 32 * 32 : 0;
+}
+
 // Floats of workspace `launch` needs: the split's partial products, then the pre-split planes (wgmma only).
 template <int BM, int BN, int BK, bool A_K_CONTIGUOUS, bool B_K_CONTIGUOUS, bool SPLIT_K, int WGMMA_BN>
 int64_t workspace_floats(const Problem& p, int sms) {
     const int slices = SPLIT_K ? split_k_slices<BM, BN, BK>(p, sms) : 1;
-    const int64_t partials = slices > 1 && p.M > 0 && p.N > 0 ? slices * p.M * p.N : 0;
+    const int64_t partials = partials_floats(slices, p);
     int64_t planes = 0;
 #if defined(KF_SM90A)
     if constexpr (WGMMA_BN > 0) {
@@ -998,7 +1005,8 @@ cudaError_t launch(const Problem& p, const Epilogue& epilogue, float* workspace,
             const Problem part = sliced(p, slices, workspace);
             const int64_t count = p.M * p.N;
             const cudaError_t err = launch_best<BM, BN, BK, WARPS_M, WARPS_N, STAGES, A_K_CONTIGUOUS, B_K_CONTIGUOUS,
-                                                MIN_BLOCKS, WGMMA_BN, WGMMA_STAGES>(part, Store{}, workspace + slices * count,
+                                                MIN_BLOCKS, WGMMA_BN, WGMMA_STAGES>(part, Store{},
+                                                                                    workspace + partials_floats(slices, p),
                                                                                     sms, stream);
             if (err != cudaSuccess) return err;
             const unsigned blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((count + 255) / 256, (int64_t)sms * 8));

@@ -441,7 +441,7 @@ class Judgement:
             with torch.no_grad():
                 outputs.append([t for _, t in leaves(probe(*inputs)) if isinstance(t, torch.Tensor)])
             del probe, inputs  # one set of inputs at a time: a 6.4 GB problem fits twice, not four times
-        same = all(_close(a, b) for a, b in zip(*outputs))
+        same = all(_same_but_for_rounding(a, b) for a, b in zip(*outputs))
         if not same:
             raise Outcome("usage", "the problem's Model gives different outputs for the same inputs under different "
                                    "random seeds (dropout with p > 0?): no candidate can be compared with it "
@@ -469,10 +469,18 @@ class Judgement:
             raise Outcome("incorrect", *(f"trial {failed['trial']} ({what}): {p}" for p in failed["problems"]))
 
 
-def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """allclose at 1e-4, in float64, a chunk at a time."""
-    return a.shape == b.shape and all(torch.allclose(x, y, rtol=1e-4, atol=1e-4, equal_nan=True)
-                                      for _, (x, y) in float64_chunks(a, b))
+def _same_but_for_rounding(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Two calls of the reference on the same inputs agree but for rounding: within 1% of the output's largest finite
+    value, NaN where NaN. A library may pick another algorithm for the second call (cuDNN, when less memory is free
+    for its workspace: an 8.6 GB conv1d on an H100 came out over 1e-4 apart), which moves results by about 1e-3 of
+    their scale; the randomness this check is for (dropout) zeroes elements, which moves them by their whole size."""
+    if a.shape != b.shape:
+        return False
+    if a.numel() == 0 or not a.is_floating_point():
+        return torch.equal(a, b)
+    scale = max(float(x.nan_to_num(0.0, 0.0, 0.0).abs().max()) for _, (x, _) in float64_chunks(a, b))
+    return all(torch.equal(x.isnan(), y.isnan()) and bool(((x - y).nan_to_num(0.0).abs() <= 1e-2 * scale).all())
+               for _, (x, y) in float64_chunks(a, b))
 
 
 def environment(device: torch.device) -> dict:

@@ -513,3 +513,24 @@ def test_ray_local_cluster(tmp_path):
     done = kfuse("bench", BENCH_PROBLEMS, "--device", "cpu", "--no-timing", "--ray", "local", "--workers", "2",
                  "--out", out, env={"RAY_USAGE_STATS_ENABLED": "0"})
     assert done.returncode == 0 and results(out)["cached"] == 1
+
+
+def test_problems_with_big_inputs_start_first_taking_turns_with_the_rest(tmp_path):
+    """bench_module.start_order: problems judged alone (inputs of 2 GiB and more) go first, largest first, each followed by
+    one of the rest; the rest alternate between the largest and smallest files. input_bytes counts on meta."""
+    files = {"big": "(64, 1024, 1024, 16)", "huge": "(128, 1024, 1024, 16)", "small": "(4, 4)"}
+    problems = []
+    for name, shape in files.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+                        f"def get_inputs():\n    return [torch.rand{shape}]\ndef get_init_inputs():\n    return []\n")
+        problems.append(bench_module.Problem(name, path))
+    for name, padding in (("short_file", ""), ("long_file", "#" * 5000 + "\n")):
+        path = tmp_path / f"{name}.py"
+        path.write_text(padding + (tmp_path / "small.py").read_text())
+        problems.append(bench_module.Problem(name, path))
+    sizes = bench_module.input_bytes(problems, bench_module.job_environment(None))
+    assert sizes[tmp_path / "huge.py"] == 128 * 1024 * 1024 * 16 * 4 and sizes[tmp_path / "small.py"] == 64
+    order = [p.id for p in bench_module.start_order(problems, sizes)]
+    assert order == ["huge", "long_file", "big", "small", "short_file"]
+    assert {p.id for p in bench_module.start_order(problems, {})} == set(order)  # no sizes: file sizes alone
