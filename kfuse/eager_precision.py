@@ -7,12 +7,16 @@ eager's output, which an fp32-accurate kernel does only where eager is fp32-accu
 other kernel matches cuDNN's own rounding to 1e-4, so eager's call stays (with its epilogue fused after it).
 
 The same holds for a layout change: cuDNN runs channels-last operands with another algorithm, and where either
-algorithm is TF32 the two outputs differ by about 4e-4, so the fp32 policy runs a convolution channels-last only
-where the GPU shows the same output.
+algorithm is TF32 the two outputs may differ by up to about 4e-4 (a ResNet block, 2026-11-25), so the fp32 policy
+runs a convolution channels-last only where the GPU shows eager's output.
 
-A probe runs the call twice on seeded random operands of the node's shapes (the batch cut so the operands stay
-under PROBE_BYTES): as eager runs it, and the variant (cuDNN's TF32 off, or channels-last operands). Outputs
-further apart than fp32 summation order explains differ. Without a visible CUDA device the answer is None.
+A probe runs the call twice on seeded random operands of the node's shapes, made as a problem makes them (nn.Conv's
+default initialisation, inputs in [0, 1); the batch cut so the operands stay under PROBE_BYTES): as eager runs it,
+and the variant (cuDNN's TF32 off, or channels-last operands). The variant gives eager's output where it stays
+within half of KernelBench's tolerance of it: a difference of the size KernelBench would see on the problem's own
+weights, not the bare fact of TF32 (which the first version of this probe tested, and which moved
+level1/55_conv_standard_2D from cuDNN channels-last, correct at 0.94x eager, to kfuse's kernel at 0.17x).
+Without a visible CUDA device the answer is None.
 """
 
 from __future__ import annotations
@@ -22,19 +26,20 @@ import functools
 import torch
 
 PROBE_BYTES = 1 << 30
-# fp32-accurate algorithms differ by summation order (relative ~1e-6); one TF32 product by ~1e-3
-TF32_RELATIVE_GAP = 2e-5
+# The share of KernelBench's tolerance (allclose, atol = rtol = 1e-4) one layer may use: the rest is left for what
+# the layers after it make of the difference.
+TOLERANCE_SHARE = 0.5
 
 
 def convolution_runs_tf32(node: torch.fx.Node) -> bool | None:
-    """Does eager's cuDNN call for this convolution node run TF32 on this GPU? None without a CUDA device."""
+    """Does eager's cuDNN call for this convolution node land outside half of KernelBench's tolerance of an
+    fp32-accurate result on this GPU (TF32, at a size that shows)? None without a CUDA device."""
     return _ask(node, "no_tf32")
 
 
 def channels_last_keeps_result(node: torch.fx.Node) -> bool | None:
-    """Does this convolution give eager's output, to fp32 summation order, with channels-last operands? cuDNN picks
-    another algorithm for the other layout: where either runs TF32 the two differ by about 4e-4. None without a
-    CUDA device."""
+    """Does this convolution give eager's output, within half of KernelBench's tolerance, with channels-last
+    operands? None without a CUDA device."""
     differs = _ask(node, "channels_last")
     return None if differs is None else not differs
 
@@ -54,14 +59,16 @@ def _ask(node: torch.fx.Node, variant: str) -> bool | None:
 @functools.lru_cache(maxsize=None)
 def _differs(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, out_shape: tuple, rest: tuple,
              variant: str) -> bool:
-    """Is eager's output further from `variant`'s (TF32 off, or channels-last operands) than fp32 rounding?"""
+    """Is `variant`'s output (TF32 off, or channels-last operands) outside half of KernelBench's tolerance of
+    eager's, on operands made as a problem makes them (PyTorch's default initialisation, inputs in [0, 1))?"""
     per_image = 4 * (_numel(x_shape[1:]) + 2 * _numel(out_shape[1:]))
     batch = max(1, min(x_shape[0], (PROBE_BYTES - 4 * _numel(w_shape)) // max(per_image, 1)))
     generator = torch.Generator(device="cuda").manual_seed(0)
+    bound = _numel(w_shape[1:]) ** -0.5  # nn.Conv*'s kaiming_uniform_(a=sqrt(5)) and its bias: 1 / sqrt(fan_in)
     x = torch.rand((batch,) + x_shape[1:], device="cuda", generator=generator)
-    w = torch.rand(w_shape, device="cuda", generator=generator) - 0.5
-    b = torch.rand(w_shape[1] if "transpose" in target else w_shape[0], device="cuda", generator=generator) \
-        if has_bias else None
+    w = (torch.rand(w_shape, device="cuda", generator=generator) * 2 - 1) * bound
+    b = (torch.rand(w_shape[1] if "transpose" in target else w_shape[0], device="cuda", generator=generator) * 2 - 1) \
+        * bound if has_bias else None
     op = _op(target)
     with torch.no_grad():
         eager = op(x, w, b, *rest)
@@ -71,11 +78,10 @@ def _differs(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, out_sh
         else:
             layout = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
             other = op(x.contiguous(memory_format=layout), w.contiguous(memory_format=layout), b, *rest)
-    scale = eager.abs().max().item()
-    gap = (eager - other).abs().max().item()
+    same = torch.allclose(other, eager, rtol=TOLERANCE_SHARE * 1e-4, atol=TOLERANCE_SHARE * 1e-4)
     del x, w, b, eager, other
     torch.cuda.empty_cache()
-    return gap > TF32_RELATIVE_GAP * max(scale, 1e-30)
+    return not same
 
 
 def _op(target: str):

@@ -313,8 +313,9 @@ def _anchor_written(kernel: FusedKernel, steps: list[Step]) -> LibraryCall | Non
 # Channels-last where cuDNN runs it faster: measured on an H100 (scripts/gpu_conv_layout_survey.py,
 # results/probes-NVIDIA-H100-80GB-HBM3-2026-11-22-s3.md), every suite convolution with groups 1 and a reduction of
 # K = C_in * taps >= 288 was TF32 in NCHW and 1.2-2.1x faster channels-last (the transposed ones from K >= 1024).
-# Under the fp32 policy that speed is taken only where the GPU shows channels-last giving eager's own output
-# (_runs_channels_last): cuDNN's TF32 algorithms for the two layouts differ by about 4e-4, past KernelBench's 1e-4.
+# Under the fp32 policy that speed is taken only where the GPU shows channels-last giving eager's own output, within
+# half of KernelBench's tolerance (_runs_channels_last): cuDNN's TF32 algorithms for the two layouts may differ by up
+# to about 4e-4, past KernelBench's 1e-4.
 CHANNELS_LAST_MIN_K = 256
 
 
