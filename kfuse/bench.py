@@ -521,11 +521,13 @@ class Pipeline:
         self.optimizing = ThreadPoolExecutor(max_workers=optimizers, thread_name_prefix="kfuse-optimize")
         self.building = ThreadPoolExecutor(max_workers=builders, thread_name_prefix="kfuse-build")
         self.builds: dict[str, dict] = {}  # problem id -> build_candidate's result
+        self.sizes: dict[Path, int] = {}   # problem path -> input bytes (start)
 
     def start(self, problems: list[Problem]) -> dict[str, Future]:
         """A future per problem of its job (None: nothing to judge), started in `start_order`."""
         ready = {problem.id: Future() for problem in problems}
-        for problem in start_order(problems, input_bytes(problems, self.env)):
+        self.sizes = input_bytes(problems, self.env)
+        for problem in start_order(problems, self.sizes):
             self.optimizing.submit(self._optimized, problem, ready[problem.id])
         return ready
 
@@ -538,6 +540,7 @@ class Pipeline:
             if job is None:
                 ready.set_result(None)
             else:
+                job["input_bytes"] = self.sizes.get(problem.path, 0)  # (LocalRunner: big jobs take few slots)
                 self.building.submit(self._built, problem, job, ready)
         except BaseException as err:  # noqa: BLE001 - handed to whoever waits for this problem
             ready.set_exception(err)
@@ -556,8 +559,8 @@ class Pipeline:
         signal_sessions(PREPARING, signal.SIGKILL)
 
 
-# Inputs this large are judged alone on an 80 GB GPU (kfuse.worker's too_big_to_share: 16 x 2.5 GB); such judgements
-# hold the GPU from every other judge, so they go first, while the other problems are still being built.
+# Inputs this large are "big" on an 80 GB GPU (kfuse.worker's too_big_to_share: 16 x 2.5 GB): their judgements run
+# their GPU sections one at a time (kfuse.gpulock, `big`), a chain as long as all of them, so they go first.
 BIG_INPUT_BYTES = 2 << 30
 
 
@@ -565,7 +568,7 @@ def start_order(problems: list[Problem], sizes: dict[Path, int]) -> list[Problem
     """The problems with big inputs (largest first), taking turns with the rest: the largest problem files (the
     networks, the slowest builds) alternating with the smallest, so the GPU gets work at once and no long build is
     left for last. (On the development set: of 20 problems judged alone, 11 were still waiting at the end of a
-    26-minute run started in file-size order alone, each holding the GPU for 35-100 s.)"""
+    26-minute run started in file-size order alone, each then holding the whole GPU for 35-100 s.)"""
     big = sorted((p for p in problems if sizes.get(p.path, 0) >= BIG_INPUT_BYTES), key=lambda p: -sizes[p.path])
     by_size = sorted((p for p in problems if p not in big), key=lambda p: p.path.stat().st_size)
     rest = []
@@ -577,6 +580,14 @@ def start_order(problems: list[Problem], sizes: dict[Path, int]) -> list[Problem
     while big or rest:
         order += [queue.pop(0) for queue in (big, rest) if queue]
     return order
+
+
+# Jobs with big inputs judged at once (LocalRunner): one runs its GPU sections while the other gets ready.
+BIG_JOBS_AT_ONCE = 2
+
+
+def is_big(job: dict) -> bool:
+    return job.get("input_bytes", 0) >= BIG_INPUT_BYTES
 
 
 # Run in a process of its own: a problem file is code, imported only outside the bench's own process.
@@ -759,14 +770,30 @@ class LocalRunner:
 
     def run(self, jobs: list[tuple[object, dict | Future]], on_start: Callable, on_done: Callable) -> None:
         """Judge every job. A job may be a future of one (Pipeline): it is judged once the future has it, in the
-        order they come; a future of None is a problem with nothing to judge, an exception a bench failure."""
-        futures, coming = {}, {}
+        order they come; a future of None is a problem with nothing to judge, an exception a bench failure.
+        Jobs with big inputs (`input_bytes`, BIG_INPUT_BYTES) take at most BIG_JOBS_AT_ONCE slots: their GPU
+        sections run one at a time (kfuse.gpulock, `big`), so more of them would only hold slots waiting."""
+        futures, coming, waiting_big = {}, {}, []
+        pending: set = set()
+        big_running = 0
+
+        def submit(tag, job) -> None:
+            nonlocal big_running
+            if is_big(job):
+                if big_running >= BIG_JOBS_AT_ONCE:
+                    waiting_big.append((tag, job))
+                    return
+                big_running += 1
+            judged = self.pool.submit(self._started, tag, job, on_start)
+            futures[judged] = (tag, job)
+            pending.add(judged)
+
         for tag, job in jobs:
             if isinstance(job, Future):
                 coming[job] = tag
+                pending.add(job)
             else:
-                futures[self.pool.submit(self._started, tag, job, on_start)] = (tag, job)
-        pending = set(futures) | set(coming)
+                submit(tag, job)
         again = []
         try:
             while pending:
@@ -781,11 +808,13 @@ class LocalRunner:
                                                        f"{first_line(err)}"))
                             continue
                         if job is not None:
-                            judged = self.pool.submit(self._started, tag, job, on_start)
-                            futures[judged] = (tag, job)
-                            pending.add(judged)
+                            submit(tag, job)
                         continue
                     tag, job = futures[future]
+                    if is_big(job):
+                        big_running -= 1
+                        if waiting_big:
+                            submit(*waiting_big.pop(0))
                     result = future.result()
                     if self.shared and out_of_gpu_memory(result):
                         again.append((tag, job))

@@ -8,7 +8,12 @@ another's GPU work. A timed region must still have the GPU to itself, so the jud
 Builds and captures take no lock: they never touch the GPU. Nor does torch.compile's compile (kfuse.worker,
 reference_timing_prepared says why).
 
-The lock is two `flock`ed files. A new holder, shared or exclusive, first passes a gate (the `.gate` file, held
+A judge whose problem is too big for two judges' copies in GPU memory (kfuse.worker's too_big_to_share) takes
+`big` sections for its untimed work instead: shared with the small judges' untimed work, but one big judge at a
+time (a third file, `.big`, held exclusively around the shared section). It used to take the GPU exclusively: on
+the development set 20 such problems then stopped the seven other judges for 35-100 s each.
+
+The lock is two `flock`ed files (three with `.big`). A new holder, shared or exclusive, first passes a gate (the `.gate` file, held
 exclusively for the moment it takes to enter); a process waiting for the exclusive lock waits holding the gate,
 so no new shared holder slips in ahead of it and timing is never starved. A process that dies releases its locks
 with its file descriptors. Without `KFUSE_GPU_LOCK` in the environment (one job per GPU, or `kfuse check`) every
@@ -33,6 +38,7 @@ class GpuLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._data = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         self._gate = os.open(self.path.with_name(self.path.name + ".gate"), os.O_RDWR | os.O_CREAT, 0o644)
+        self._big = os.open(self.path.with_name(self.path.name + ".big"), os.O_RDWR | os.O_CREAT, 0o644)
         self._held: int | None = None   # fcntl.LOCK_SH or LOCK_EX while inside a section
         self.waited_s = 0.0             # seconds spent waiting for other judges (reported per stage by the judge)
 
@@ -65,9 +71,28 @@ class GpuLock:
         """Timing: the GPU to this process alone."""
         return self._section(fcntl.LOCK_EX)
 
+    @contextlib.contextmanager
+    def big(self):
+        """Untimed GPU work of a problem too big for two judges' copies: a shared section, one big judge at a time.
+        (The `.big` file is taken before the gate and released after the data lock: a big judge waiting for
+        another holds nothing the small judges or a waiting writer need.)"""
+        if self._held is not None:
+            with self.shared():  # nested: the outer section decides
+                yield
+            return
+        began = time.perf_counter()
+        fcntl.flock(self._big, fcntl.LOCK_EX)
+        self.waited_s += time.perf_counter() - began
+        try:
+            with self.shared():
+                yield
+        finally:
+            fcntl.flock(self._big, fcntl.LOCK_UN)
+
     def close(self) -> None:
         os.close(self._data)
         os.close(self._gate)
+        os.close(self._big)
 
 
 class NoLock:
@@ -79,6 +104,9 @@ class NoLock:
         return contextlib.nullcontext()
 
     def exclusive(self):
+        return contextlib.nullcontext()
+
+    def big(self):
         return contextlib.nullcontext()
 
     def close(self) -> None:

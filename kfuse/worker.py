@@ -150,11 +150,12 @@ class Judgement:
         self.device = torch.device(spec["device"])
         self.report: dict = {"trials": []}
         self.gpu = gpulock.from_environment()  # other judges may share this GPU (kfuse bench --per-gpu)
-        self.alone = False                     # True: a problem too big to share the GPU's memory
+        self.big = False                       # True: a problem too big for two judges' copies in GPU memory
 
     def untimed(self):
-        """A section of untimed GPU work: shared with other judges' untimed work, unless the problem is big."""
-        return self.gpu.exclusive() if self.alone else self.gpu.shared()
+        """A section of untimed GPU work: shared with other judges' untimed work; for a big problem, with no other
+        big problem's (kfuse.gpulock, `big`)."""
+        return self.gpu.big() if self.big else self.gpu.shared()
 
     def too_big_to_share(self) -> bool:
         """Inputs so large that two judges' copies of them (clones, float64 truths: ~16x) might not fit. (Two, not
@@ -396,7 +397,7 @@ class Judgement:
         try:
             self.problem, init_inputs = load_problem(self.spec["problem"])
             self.init_inputs = init_inputs
-            self.alone = self.too_big_to_share()
+            self.big = self.too_big_to_share()
             with self.untimed():
                 self.inputs(self.spec["seed"])  # validates get_inputs() before any build
                 self.reference = build_reference(self.problem, init_inputs, self.spec["seed"], self.device)

@@ -231,6 +231,30 @@ def test_jobs_that_come_later_are_judged_and_a_failed_preparation_is_one_problem
     assert dict((t, s) for t, s, _ in done)["d"] == "crashed" and "OSError: disk full" in crashed[0]
 
 
+def test_jobs_with_big_inputs_take_at_most_two_slots(monkeypatch):
+    """Big jobs run their GPU sections one at a time (gpulock's `big`): LocalRunner lets two of them hold slots,
+    so the other slots keep judging small problems; every job is still judged."""
+    lock, running, most, order = threading.Lock(), {"big": 0}, {"big": 0}, []
+
+    def fake_job(job, env=None):
+        big = job["input_bytes"] >= bench_module.BIG_INPUT_BYTES
+        with lock:
+            running["big"] += big
+            most["big"] = max(most["big"], running["big"])
+            order.append(job["id"])
+        time.sleep(0.1 if big else 0.02)
+        with lock:
+            running["big"] -= big
+        return {"status": "correct", "reasons": []}
+
+    monkeypatch.setattr(bench_module, "run_job_isolated", fake_job)
+    jobs = [(k, {"id": k, "input_bytes": (8 << 30) if k < 6 else 0}) for k in range(12)]
+    done = []
+    LocalRunner([{}] * 4).run(jobs, lambda tag: None, lambda tag, result: done.append(tag))
+    assert sorted(done) == list(range(12)) and most["big"] == bench_module.BIG_JOBS_AT_ONCE == 2
+    assert set(order[:4]) == {0, 1, 6, 7}  # the small ones went ahead of the waiting big ones
+
+
 def test_out_of_gpu_memory_beside_other_judges_runs_again_alone(monkeypatch, tmp_path):
     """A job that ran out of GPU memory while judges shared the GPU is judged once more after all the others,
     alone on the GPU (no shared lock); what it gets then is its verdict."""

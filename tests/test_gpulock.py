@@ -58,6 +58,18 @@ def test_exclusive_waits_for_shared_and_blocks_new_shared(tmp_path):
                           ("shared", "in"), ("shared", "out")]
 
 
+def test_big_sections_overlap_small_ones_but_not_each_other(tmp_path):
+    """A judge whose problem is too big for two copies shares the GPU with small judges, one big judge at a time."""
+    log, path = tmp_path / "log", tmp_path / "gpu0.lock"
+    procs = [start(path, "big", 1.5, log)]
+    wait_for_line(log, 1)
+    procs += [start(path, "shared", 0.3, log), start(path, "big", 0.3, log)]
+    for p in procs:
+        assert p.wait(60) == 0
+    assert order(log) == [("big", "in"), ("shared", "in"), ("shared", "out"), ("big", "out"), ("big", "in"),
+                          ("big", "out")]
+
+
 def test_sections_nest_and_no_lock_without_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("KFUSE_GPU_LOCK", raising=False)
     assert isinstance(from_environment(), NoLock)
@@ -66,6 +78,9 @@ def test_sections_nest_and_no_lock_without_the_environment(monkeypatch, tmp_path
     assert isinstance(lock, GpuLock)
     with lock.exclusive():
         with lock.exclusive():  # nested sections reuse what the outer one holds
+            pass
+    with lock.big():
+        with lock.big():  # (a big section nested in another: the outer one holds the lock)
             pass
     with lock.shared(), pytest.raises(RuntimeError):
         with lock.exclusive():
