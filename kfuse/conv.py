@@ -175,8 +175,9 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str, p
     by a ConvKernel step, placed where that kernel was (every epilogue operand exists by then).
 
     Under the fp32 policy the kernels keep fp32 accuracy (FFMA or 3xTF32) even where PyTorch allows cuDNN TF32:
-    whether eager's call then runs TF32 is cuDNN's choice of algorithm, not the flag (the development set's 3D and
-    1x1 convolutions ran at fp32 accuracy with the flag on), and a kfuse TF32 product never matches cuDNN's own
+    whether eager's call then runs TF32 is cuDNN's choice of algorithm, not the flag (with the flag on, the
+    development set's 3D convolution ran at fp32 accuracy, its 1x1 one in TF32), and a kfuse TF32 product never
+    matches cuDNN's own
     TF32 to 1e-4 anyway. Accurate, the kernel matches eager wherever eager is accurate. Where eager's call runs TF32
     (asked of the GPU: kfuse.eager_precision), no kernel of ours lands within 1e-4 of it, so cuDNN keeps that
     convolution; in a file of bare convolutions the kernel stays (closer to the float64 truth than eager: the

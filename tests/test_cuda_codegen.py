@@ -87,8 +87,8 @@ def test_bare_convolutions_are_kernels_on_cuda(tmp_path):
     assert [k["name"] for k in cuda.kernels] == ["fused_conv2d"] and cuda.library_calls == []
     assert "kf::conv_forward<false>(x, w, g, epi, out, tf32, sms, stream)" in text["CUDA_SOURCE"]
     assert "C10_CUDA_KERNEL_LAUNCH_CHECK" in text["CPP_SOURCE"]
-    # fp32 accuracy under the fp32 policy, whatever PyTorch allows cuDNN (eager's 3D and 1x1 convolutions ran
-    # fp32-accurate with TF32 allowed: a TF32 kernel was 5e-4 from them); one TF32 product only under tf32
+    # fp32 accuracy under the fp32 policy, whatever PyTorch allows cuDNN (eager's 3D convolution ran fp32-accurate
+    # with TF32 allowed: a TF32 kernel was 5e-4 from it); one TF32 product only under tf32
     assert "false, kf::sm_count(" in text["CPP_SOURCE"] and "conv_allows_tf32" not in text["CPP_SOURCE"]
     assert "conv_igemm_tc<1, TRANSPOSED, Epilogue>" in text["CUDA_SOURCE"]
 
