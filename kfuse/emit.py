@@ -157,6 +157,13 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
                 call_args.append(forward_args[graph_input.target])
         else:
             call_args.append(_attribute_path(graph_input.target))
+    # A plain tensor attribute (made in __init__) does not follow the module to the GPU: the Model moves it in its
+    # forward, and so does ModelNew, onto the first tensor input's device, before the call.
+    first_tensor = next((forward_args[i.target] for i in captured.inputs if i.kind == "user" and i.dtype is not None
+                         and i.target < len(forward_args)), None)
+    moved = [_attribute_path(i.target) for i in captured.inputs if i.kind == "attribute"]
+    if moved and first_tensor is None:
+        raise EmitError("Model.forward reads a plain tensor attribute but takes no tensor input")
 
     digest = hashlib.sha256((sources.cpp + (sources.cuda or "")).encode()).hexdigest()[:10]
     stem = "".join(c if c.isalnum() else "_" for c in problem_path.stem)
@@ -200,6 +207,8 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     for name, value in _frozen_numbers(forward, example_inputs):
         model_new.append(f"        if {name} != {value}:  # numbers are compiled into the kernels")
         model_new.append(f'            raise ValueError("this ModelNew was compiled for {name}={value}")')
+    for path in moved:
+        model_new.append(f"        {path} = {path}.to({first_tensor}.device)  # a plain tensor attribute, as Model moves it")
     listed = ", ".join(call_args)
     call = f"kernels.forward([{listed}])" if sources.packed else f"kernels.forward({listed})"
     structure = captured.structure

@@ -195,8 +195,14 @@ class Judgement:
         del inputs
         torch.manual_seed(seed)
         try:
+            model = model.to(torch.float64)
+            for module in model.modules():  # plain tensor attributes (an LSTM's h0 made in __init__) too
+                for name, value in list(vars(module).items()):
+                    if isinstance(value, torch.Tensor) and value.is_floating_point() \
+                            and not isinstance(value, torch.nn.Parameter):
+                        setattr(module, name, value.double())
             with torch.no_grad():
-                return model.to(torch.float64)(*upcast)
+                return model(*upcast)
         except Exception as err:  # some ops have no float64 kernel: parity is then skipped, and said so
             self.notes.append(f"no float64 ground truth ({describe_exception(err)}); precision parity not checked")
             return None

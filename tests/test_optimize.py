@@ -118,8 +118,9 @@ EXPECTED = {
     # views stay ATen calls, made as reshapes: kfuse's results need not have eager's layout
     "views_around_a_product": ([["matmul"], ["softmax"], ["matmul"]], ["view", "view", "transpose", "view", "view"]),
     # kfuse/recurrent.py: each nn.GRU a GEMM per layer and one recurrence kernel (both directions, every step);
-    # the zero initial state of the second is made as eager makes it
-    "gru_layers": ([["gru"], ["gru"], ["mul"]], ["zeros"]),
+    # the second one's initial state a plain tensor attribute made in __init__, moved in forward (capture reads it
+    # as an input, ModelNew moves it as Model does)
+    "gru_layers": ([["gru"], ["gru"], ["mul"]], ["to", "to"]),
     # identical blocks: each layer is a step of its own, the repeated ones call the first one's code
     "repeated_blocks": ([["conv2d"], ["batch_norm", "relu"], ["conv2d"], ["batch_norm", "relu"], ["conv2d"],
                          ["batch_norm"], ["relu", "mean"], ["linear"], ["linear", "tanh", "tanh", "mul", "add"]],
@@ -257,6 +258,20 @@ def _optimize_refused(tmp_path, forward: str, inputs: str) -> str:
 
 def test_unsupported_problem_is_a_clear_error(tmp_path):
     _optimize_refused(tmp_path, "x.item()", "torch.rand(1)")
+
+
+def test_state_carried_across_calls_in_a_plain_attribute_is_a_clear_error(tmp_path):
+    """An attribute moved to the input's device is read as an input (gru_layers); one given a value computed in
+    forward (an Elman cell keeping its hidden state) would be state from call to call: refused, by name."""
+    problem = tmp_path / "p.py"
+    problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                       "        self.hidden = torch.randn(2, 3)\n    def forward(self, x):\n"
+                       "        self.hidden = torch.tanh(x + self.hidden.to(x.device))\n        return self.hidden * 2\n"
+                       "def get_inputs():\n    return [torch.rand(2, 3)]\ndef get_init_inputs():\n    return []\n")
+    done = subprocess.run([sys.executable, "-m", "kfuse", "optimize", str(problem), "--device", "cpu", "--no-check"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "self.hidden" in done.stderr and "state kept across calls" in done.stderr
 
 
 def test_nothing_to_fuse_is_a_clear_error(tmp_path):
