@@ -133,6 +133,7 @@ class Sandbox:
             first = [t.clone() if isinstance(t, torch.Tensor) else t for _, t in leaves(outputs[0])]
             again = self._forward(inputs, seed)
             reply["deterministic"] = same_bits(first, [t for _, t in leaves(again)])
+            reply["second"] = again  # (compared with the reference's second call where the Model keeps state)
         if refill_seed is not None:
             # an output that is an input or a view of one would show the refilled values: keep what it was
             outputs[0] = _cloned_where_aliased(outputs[0], inputs)

@@ -151,6 +151,7 @@ class Judgement:
         self.report: dict = {"trials": []}
         self.gpu = gpulock.from_environment()  # other judges may share this GPU (kfuse bench --per-gpu)
         self.big = False                       # True: a problem too big for two judges' copies in GPU memory
+        self.stateful = False                  # True: the Model's output depends on its earlier calls
 
     def untimed(self):
         """A section of untimed GPU work: shared with other judges' untimed work; for a big problem, with no other
@@ -238,7 +239,13 @@ class Judgement:
                                        twice=kind == "determinism", layout=layout)
         outputs = reply["outputs"]
         self.judge_output(trial, outputs[0], seed, seed, layout=layout)
-        if reply.get("deterministic") is not None:  # the candidate ran twice: so does the reference (its state)
+        if reply.get("deterministic") is not None and self.stateful:  # its second call, against the reference's
+            self.notes.append("the Model's output depends on its earlier calls (state kept across calls): both "
+                              "models are called in step, this trial compares their second calls, and the last "
+                              "timed call's output is not compared")
+            self.judge_output(trial, reply["second"], seed, seed, layout=layout,
+                              label="second call on the same inputs (the Model keeps state across calls): ")
+        elif reply.get("deterministic") is not None:  # the candidate ran twice: so does the reference (its state)
             self.reference_call(self.inputs(seed), seed)
         if sorted(reply["mutated"]) != trial["reference_mutates"]:
             changed = ", ".join(map(str, reply["mutated"])) or "none"
@@ -246,7 +253,7 @@ class Judgement:
                                      f"[{', '.join(map(str, trial['reference_mutates'])) or 'none'}]")
         if refill_seed is not None:
             self.judge_output(trial, outputs[1], refill_seed, seed, label="second call, on the refilled tensors: ")
-        if reply.get("deterministic") is False and not self.spec.get("uses_atomics"):
+        if reply.get("deterministic") is False and not self.spec.get("uses_atomics") and not self.stateful:
             trial["problems"].append("two runs on the same inputs differ bitwise (declare USES_ATOMICS = True "
                                      "in the candidate if it uses atomics)")
         trial["deterministic"] = reply.get("deterministic")
@@ -368,15 +375,18 @@ class Judgement:
         return roofline.count_bytes(model, inputs, out), flops, dtype
 
     def _after_timing(self, stats: dict, base: int, inputs: list, ceilings: dict) -> dict:
-        with self.untimed():
-            # The last timed call's output must be right too: a candidate that skips work while timed fails here.
-            self.events.stage("checking the output of the last timed call")
-            trial = {"problems": [], "comparisons": []}
-            self.notes = []
-            last = self.candidate.request("timed_output")["outputs"][0]
-            self.judge_output(trial, last, base + 1 + self.last_round, base)
-            if trial["problems"]:
-                raise Outcome("incorrect", *(f"the output of a timed call is wrong: {p}" for p in trial["problems"]))
+        # The last timed call's output must be right too: a candidate that skips work while timed fails here. (Not
+        # where the Model keeps state: the timing called the two models different numbers of times.)
+        if not self.stateful:
+            with self.untimed():
+                self.events.stage("checking the output of the last timed call")
+                trial = {"problems": [], "comparisons": []}
+                self.notes = []
+                last = self.candidate.request("timed_output")["outputs"][0]
+                self.judge_output(trial, last, base + 1 + self.last_round, base)
+                if trial["problems"]:
+                    raise Outcome("incorrect", *(f"the output of a timed call is wrong: {p}"
+                                                 for p in trial["problems"]))
 
         self.events.stage("counting bytes and FLOPs")
         bytes_moved, flops, dtype = self.bytes_and_flops(inputs)
@@ -441,19 +451,25 @@ class Judgement:
         elementwise with any other implementation: say so instead of failing every honest candidate."""
         self.events.stage("checking that the reference is deterministic")
         outputs = []
-        for seed in (1, 2):
-            # Fresh copies each time: the model may write into its inputs or buffers (x += 1, running stats).
-            probe, inputs = copy.deepcopy(self.reference), self.inputs(self.spec["seed"])
+        for call, seed in enumerate((1, 2, 2)):
+            # Fresh copies for the first two calls: the model may write into its inputs or buffers (x += 1, running
+            # stats). The third call is the second copy's second, with the same seed: a difference there is state
+            # the Model carries from call to call (an Elman cell's hidden state in a plain attribute).
+            probe = copy.deepcopy(self.reference) if call < 2 else probe
+            inputs = self.inputs(self.spec["seed"])
             torch.manual_seed(seed)
             with torch.no_grad():
                 outputs.append([t for _, t in leaves(probe(*inputs)) if isinstance(t, torch.Tensor)])
-            del probe, inputs  # one set of inputs at a time: a 6.4 GB problem fits twice, not four times
-        same = all(_same_but_for_rounding(a, b) for a, b in zip(*outputs))
-        if not same:
-            raise Outcome("usage", "the problem's Model gives different outputs for the same inputs under different "
-                                   "random seeds (dropout with p > 0?): no candidate can be compared with it "
-                                   "elementwise; use p = 0 or put the model in eval mode in the problem file")
-        del outputs
+            del inputs  # one set of inputs at a time: a 6.4 GB problem fits twice, not four times
+            if call == 1:
+                if not all(_same_but_for_rounding(a, b) for a, b in zip(*outputs)):
+                    raise Outcome("usage", "the problem's Model gives different outputs for the same inputs under "
+                                           "different random seeds (dropout with p > 0?): no candidate can be compared "
+                                           "with it elementwise; use p = 0 or put the model in eval mode in the "
+                                           "problem file")
+                del outputs[0]
+        self.stateful = not all(_same_but_for_rounding(a, b) for a, b in zip(*outputs))
+        del probe, outputs
         release_cached_memory(self.device)
 
     def check_trials(self) -> None:
