@@ -236,7 +236,7 @@ class Judgement:
                 self.notes.append(trial["skipped"])
                 return trial
         reply = self.candidate.request("call", seed=seed, inputs_seed=seed, refill_seed=refill_seed,
-                                       twice=kind == "determinism", layout=layout)
+                                       twice=kind == "determinism", layout=layout, second=self.stateful)
         outputs = reply["outputs"]
         self.judge_output(trial, outputs[0], seed, seed, layout=layout)
         if reply.get("deterministic") is not None and self.stateful:  # its second call, against the reference's
