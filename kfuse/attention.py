@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kfuse.plan import LibraryCall, tensor_meta
+from kfuse.plan import replace_library_calls, tensor_meta
 
 SDPA = "aten.scaled_dot_product_attention.default"
 
@@ -86,16 +86,7 @@ def unfused_reason(node: torch.fx.Node) -> str | None:
 
 def fuse_attention(steps: list) -> list:
     """Replace supported scaled_dot_product_attention calls by AttentionKernel steps."""
-    out = []
-    for step in steps:
-        if isinstance(step, LibraryCall) and step.op == SDPA:
-            try:
-                out.append(spec_for(step.node))
-                continue
-            except Unsupported:
-                pass  # stays a library call; codegen lists the reason
-        out.append(step)
-    return out
+    return replace_library_calls(steps, SDPA, spec_for, Unsupported)
 
 
 # --------------------------------------------------------------------------------------------------------------

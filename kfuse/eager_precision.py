@@ -22,6 +22,7 @@ Without a visible CUDA device the answer is None.
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 
@@ -61,10 +62,10 @@ def _differs(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, out_sh
              variant: str) -> bool:
     """Is `variant`'s output (TF32 off, or channels-last operands) outside half of KernelBench's tolerance of
     eager's, on operands made as a problem makes them (PyTorch's default initialisation, inputs in [0, 1))?"""
-    per_image = 4 * (_numel(x_shape[1:]) + 2 * _numel(out_shape[1:]))
-    batch = max(1, min(x_shape[0], (PROBE_BYTES - 4 * _numel(w_shape)) // max(per_image, 1)))
+    per_image = 4 * (math.prod(x_shape[1:]) + 2 * math.prod(out_shape[1:]))
+    batch = max(1, min(x_shape[0], (PROBE_BYTES - 4 * math.prod(w_shape)) // max(per_image, 1)))
     generator = torch.Generator(device="cuda").manual_seed(0)
-    bound = _numel(w_shape[1:]) ** -0.5  # nn.Conv*'s kaiming_uniform_(a=sqrt(5)) and its bias: 1 / sqrt(fan_in)
+    bound = math.prod(w_shape[1:]) ** -0.5  # nn.Conv*'s kaiming_uniform_(a=sqrt(5)) and its bias: 1 / sqrt(fan_in)
     x = torch.rand((batch,) + x_shape[1:], device="cuda", generator=generator)
     w = (torch.rand(w_shape, device="cuda", generator=generator) * 2 - 1) * bound
     b = (torch.rand(w_shape[1] if "transpose" in target else w_shape[0], device="cuda", generator=generator) * 2 - 1) \
@@ -92,10 +93,3 @@ def _op(target: str):
 def _shape(value) -> tuple | None:
     val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
     return tuple(val.shape) if isinstance(val, torch.Tensor) else None
-
-
-def _numel(shape: tuple) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n

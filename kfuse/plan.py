@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
@@ -193,6 +194,21 @@ def _flat_args(node: torch.fx.Node) -> list:
     for a in list(node.args) + list(node.kwargs.values()):
         flat.extend(a if isinstance(a, (list, tuple)) else [a])
     return flat
+
+
+def replace_library_calls(steps: list, op: str, make: Callable, unsupported: type[Exception]) -> list:
+    """Each library call of `op` replaced by make(node)'s kernel step, unless make raises `unsupported`: that call
+    stays a library call (codegen lists the family's reason)."""
+    out = []
+    for step in steps:
+        if isinstance(step, LibraryCall) and step.op == op:
+            try:
+                out.append(make(step.node))
+                continue
+            except unsupported:
+                pass
+        out.append(step)
+    return out
 
 
 def short_name(target) -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kfuse.plan import LibraryCall, tensor_meta
+from kfuse.plan import replace_library_calls, tensor_meta
 
 GRU = "aten.gru.input"
 
@@ -84,16 +84,7 @@ def unfused_reason(node: torch.fx.Node) -> str | None:
 
 def fuse_recurrent(steps: list) -> list:
     """Replace supported GRU calls by RecurrentKernel steps."""
-    out = []
-    for step in steps:
-        if isinstance(step, LibraryCall) and step.op == GRU:
-            try:
-                out.append(spec_for(step.node))
-                continue
-            except Unsupported:
-                pass  # stays a library call; codegen lists the reason
-        out.append(step)
-    return out
+    return replace_library_calls(steps, GRU, spec_for, Unsupported)
 
 
 # --------------------------------------------------------------------------------------------------------------
