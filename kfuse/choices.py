@@ -28,6 +28,10 @@ class Choices:
     small_filter_tensor_cores: bool = True
     # CUDA: convolutions channels-last where plan._runs_channels_last allows it; False: every one NCHW
     channels_last: bool = True
+    # which ops keep eager's own calls so that their values are eager's to the bit (kfuse/eager_precision.py):
+    # "tf32" what a TF32 call reads; "all" every op but the pointwise ones a kernel computes exactly, the fallback
+    # for a file the judge found as accurate as eager but not within KernelBench's 1e-4 of it (`kfuse optimize`)
+    eager_bits: str = "tf32"
 
     def label(self) -> str:
         """What differs from the defaults ("name=value, ..."), or "default"."""

@@ -955,6 +955,9 @@ def _step_index(plan: Plan, name: str) -> int:
 
 
 def _unfused_reason(call: LibraryCall) -> str:
+    if call.eager_bits:
+        return ("kept as eager's own call: its value must be eager's to the bit (a TF32 call reads it, or the "
+                "file keeps eager's rounding everywhere)")
     reason = (windows.unfused_reason(call.node) or reductions.unfused_reason(call.node)
               or attention.unfused_reason(call.node) or recurrent.unfused_reason(call.node))
     if reason is not None:

@@ -180,15 +180,17 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str, p
     matches cuDNN's own
     TF32 to 1e-4 anyway. Accurate, the kernel matches eager wherever eager is accurate. Where eager's call runs TF32
     (asked of the GPU: kfuse.eager_precision), no kernel of ours lands within 1e-4 of it, so cuDNN keeps that
-    convolution; in a file of bare convolutions the kernel stays (closer to the float64 truth than eager: the
-    alternative is no candidate). Without a GPU to ask, the kernels replace the calls as the rules say."""
+    convolution, in a file of bare convolutions too (where the file then has no kernel of its own: being closer
+    to the float64 truth than eager is not KernelBench's check, 1e-4 of eager's output). Without a GPU to ask, the
+    kernels replace the calls as the rules say."""
     choice = choices.current().conv_kernels  # "rule" unless kfuse tune measures another
     if choice == "library":
         return steps
     bare = target == "cuda" and _kernels_on_cuda(steps)
     all_convolutions = target != "cuda" or choice == "all" or bare
     out = list(steps)
-    for call in [s for s in steps if isinstance(s, LibraryCall) and s.anchor and not s.channels_last]:
+    for call in [s for s in steps if isinstance(s, LibraryCall) and s.anchor and not s.channels_last
+                 and not s.eager_bits]:
         spec = conv_spec(call.node)
         if spec is None:
             continue
@@ -196,7 +198,7 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str, p
         depthwise = target == "cuda" and is_depthwise_2d(call.node, spec)
         if small is None and not depthwise and not all_convolutions:
             continue  # cuDNN keeps it (see _kernels_on_cuda)
-        if target == "cuda" and precision == "fp32" and not bare and convolution_runs_tf32(call.node):
+        if target == "cuda" and precision == "fp32" and convolution_runs_tf32(call.node):
             continue  # eager's cuDNN call runs TF32 here: only that call matches it
         epilogue = next((s for s in out if isinstance(s, FusedKernel) and s.write_into == call.node.name
                          and s.channels_last_input is None), None)

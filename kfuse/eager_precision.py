@@ -17,6 +17,13 @@ within half of KernelBench's tolerance of it: a difference of the size KernelBen
 weights, not the bare fact of TF32 (which the first version of this probe tested, and which moved
 level1/55_conv_standard_2D from cuDNN channels-last, correct at 0.94x eager, to kfuse's kernel at 0.17x).
 Without a visible CUDA device the answer is None.
+
+A TF32 call also decides what may run before it. TF32 rounds each operand to 10 mantissa bits, so an input one
+fp32 ulp away from eager's crosses a rounding boundary now and then and moves that product by a TF32 ulp: a
+DenseNet transition layer (a kfuse training-mode BatchNorm and ReLU before eager's own TF32 1x1 convolution) missed
+1e-4 in 2-5 of 134M outputs, by 1.3e-4 (H200, 2026-11-26). So every value a TF32 call reads, directly or through
+earlier ops, must be eager's to the bit (eager_bits_needed): those ops keep eager's calls, except the pointwise ops
+whose one rounding (or none) no kernel can do otherwise (plan.EXACT_POINTWISE).
 """
 
 from __future__ import annotations
@@ -30,6 +37,42 @@ PROBE_BYTES = 1 << 30
 # The share of KernelBench's tolerance (allclose, atol = rtol = 1e-4) one layer may use: the rest is left for what
 # the layers after it make of the difference.
 TOLERANCE_SHARE = 0.5
+
+
+CONVOLUTIONS = {"aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default", "aten.convolution.default",
+                "aten._convolution.default", "aten.conv_transpose1d.default", "aten.conv_transpose2d.input",
+                "aten.conv_transpose3d.input"}
+# cuDNN's recurrent layers: TF32 under the same flag (39_GRU: 1.4e-4 from its own TF32-off output, H100).
+RECURRENT = {"aten.gru.input", "aten.lstm.input", "aten.rnn_tanh.input", "aten.rnn_relu.input"}
+
+
+def runs_tf32(node: torch.fx.Node) -> bool:
+    """Does eager's call for this node land outside half of KernelBench's tolerance of fp32 accuracy (a TF32
+    convolution or recurrent layer)? False without a CUDA device, and for every other op (cuBLAS runs fp32 unless
+    a problem allows it TF32)."""
+    target = str(node.target)
+    if target in CONVOLUTIONS:
+        return bool(convolution_runs_tf32(node))
+    if target in RECURRENT:
+        return bool(_recurrent_differs(node))
+    return False
+
+
+def eager_bits_needed(nodes: list[torch.fx.Node]) -> set[torch.fx.Node]:
+    """The nodes whose values a TF32 call reads, directly or through earlier ops, and the recurrent TF32 calls
+    themselves (no kfuse recurrence lands within 1e-4 of cuDNN's TF32 one): their eager calls stay. (A TF32
+    convolution's own call is kept by kfuse.conv, which may still move its bias or layout where nothing TF32
+    reads its output.)"""
+    tf32 = [n for n in nodes if n.op == "call_function" and runs_tf32(n)]
+    needed = {n for n in tf32 if str(n.target) in RECURRENT}
+    stack = [a for n in tf32 for a in n.all_input_nodes]
+    while stack:
+        node = stack.pop()
+        if node in needed or node.op != "call_function":
+            continue
+        needed.add(node)
+        stack.extend(node.all_input_nodes)
+    return needed
 
 
 def convolution_runs_tf32(node: torch.fx.Node) -> bool | None:
@@ -81,6 +124,43 @@ def _differs(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, out_sh
             other = op(x.contiguous(memory_format=layout), w.contiguous(memory_format=layout), b, *rest)
     same = torch.allclose(other, eager, rtol=TOLERANCE_SHARE * 1e-4, atol=TOLERANCE_SHARE * 1e-4)
     del x, w, b, eager, other
+    torch.cuda.empty_cache()
+    return not same
+
+
+def _recurrent_differs(node: torch.fx.Node) -> bool | None:
+    """A recurrent layer run with cuDNN's TF32 on and off on operands made as a problem makes them (inputs and
+    states from randn, weights uniform in +-1/sqrt(hidden) as nn.RNNBase initialises them): outside half of
+    KernelBench's tolerance of each other?"""
+    if not torch.cuda.is_available():
+        return None
+    from kfuse.codegen import boxed_arguments
+    values = boxed_arguments(node)
+    shapes = [_shape(v) if not isinstance(v, (list, tuple)) else tuple(_shape(x) for x in v) for v in values[:3]]
+    rest = tuple(values[3:])
+    if shapes[0] is None or any(isinstance(v, torch.fx.Node) for v in rest):
+        return None
+    return _recurrent_probe(str(node.target), tuple(shapes), rest)
+
+
+@functools.lru_cache(maxsize=None)
+def _recurrent_probe(target: str, shapes: tuple, rest: tuple) -> bool:
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    x_shape, hx_shapes, param_shapes = shapes
+    hx_list = isinstance(hx_shapes, tuple) and bool(hx_shapes) and isinstance(hx_shapes[0], tuple)
+    hx_shapes = hx_shapes if hx_list else (hx_shapes,)
+    bound = hx_shapes[0][-1] ** -0.5
+    x = torch.randn(x_shape, device="cuda", generator=generator)
+    hx = [torch.randn(s, device="cuda", generator=generator) for s in hx_shapes]
+    params = [(torch.rand(s, device="cuda", generator=generator) * 2 - 1) * bound for s in param_shapes]
+    op = _op(target)
+    args = (x, hx if hx_list else hx[0], params) + rest
+    with torch.no_grad():
+        eager = op(*args)
+        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+            other = op(*args)
+    same = all(torch.allclose(o, e, rtol=TOLERANCE_SHARE * 1e-4, atol=TOLERANCE_SHARE * 1e-4)
+               for o, e in zip(other, eager))
     torch.cuda.empty_cache()
     return not same
 

@@ -134,7 +134,7 @@ def fuse_gemms(steps: list, names: dict[str, int]) -> list:
     if not choices.current().gemm_kernels:  # kfuse tune measuring the library path
         return steps
     config = DEFAULT if choices.current().gemm_wgmma else replace(DEFAULT, wgmma_bn=0)
-    candidates = [s for s in steps if isinstance(s, LibraryCall)
+    candidates = [s for s in steps if isinstance(s, LibraryCall) and not s.eager_bits
                   and (s.anchor or str(s.node.target) == "aten.einsum.default")]
     for anchor in candidates:
         node = anchor.node

@@ -16,6 +16,9 @@ Rules:
   (a pooled mean: it reads through strides);
 - on the CUDA target, a convolution returned as it is gets a copy as its epilogue where the copy adds its bias or
   brings it back from channels-last (add_convolution_epilogues);
+- on the CUDA target under the fp32 policy, whatever a TF32 call reads (directly or through earlier ops) keeps
+  eager's own calls, bit for bit (kfuse.eager_precision.eager_bits_needed says why): only EXACT_POINTWISE ops of
+  it fuse, and no other pass takes such a call (LibraryCall.eager_bits);
 - everything else stays an ATen call (cuBLAS, cuDNN, or ATen's own kernels) and is listed as unfused.
 """
 
@@ -28,7 +31,7 @@ from typing import Callable
 import torch
 
 from kfuse import choices, ops
-from kfuse.eager_precision import channels_last_keeps_result
+from kfuse.eager_precision import channels_last_keeps_result, eager_bits_needed
 
 # Ops that run on a vendor library and return a fresh, contiguous tensor: their output may be overwritten.
 ANCHORS = {
@@ -53,6 +56,7 @@ class LibraryCall:
     anchor: bool
     channels_last: bool = False     # run on channels-last copies of input and weight (a convolution)
     bias_moved: bool = False        # called without its bias: the kernel after it adds the bias
+    eager_bits: bool = False        # a TF32 call reads its value: it stays eager's call, as eager makes it
 
     @property
     def op(self) -> str:
@@ -138,6 +142,19 @@ class Plan:
         return [s for s in self.steps if isinstance(s, RecurrentKernel)]
 
 
+# Pointwise ops a fused kernel computes to eager's bit: no rounding, or one rounding of the exact result (add and
+# sub with alpha 1). A product is left out: in a kernel with an add after it the compiler may contract the two
+# into one FMA, which eager's two kernels round twice.
+EXACT_POINTWISE = {"aten.relu.default", "aten.hardtanh.default", "aten.clamp.default", "aten.clamp_min.default",
+                   "aten.clamp_max.default", "aten.maximum.default", "aten.minimum.default", "aten.neg.default",
+                   "aten.abs.default", "aten.where.self", "aten.clone.default", "aten.add.Tensor",
+                   "aten.sub.Tensor"}
+
+
+def computes_eager_bits(node: torch.fx.Node) -> bool:
+    return str(node.target) in EXACT_POINTWISE and node.kwargs.get("alpha", 1) == 1 and len(node.args) <= 2
+
+
 def tensor_meta(node) -> torch.Tensor | None:
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     return val if isinstance(val, torch.Tensor) else None
@@ -201,7 +218,7 @@ def replace_library_calls(steps: list, op: str, make: Callable, unsupported: typ
     stays a library call (codegen lists the family's reason)."""
     out = []
     for step in steps:
-        if isinstance(step, LibraryCall) and step.op == op:
+        if isinstance(step, LibraryCall) and step.op == op and not step.eager_bits:
             try:
                 out.append(make(step.node))
                 continue
@@ -217,7 +234,12 @@ def short_name(target) -> str:
 
 def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") -> Plan:
     nodes = [n for n in graph.nodes if n.op == "call_function" and not _is_dead_assert(n)]
-    kernels = _fuse_without_bool_edges([n for n in nodes if is_fusable(n)], _epochs(nodes))
+    if choices.current().eager_bits == "all":
+        eager_bits = set(nodes)
+    else:
+        eager_bits = eager_bits_needed(nodes) if target == "cuda" and precision == "fp32" else set()
+    fusable = [n for n in nodes if is_fusable(n) and (n not in eager_bits or computes_eager_bits(n))]
+    kernels = _fuse_without_bool_edges(fusable, _epochs(nodes))
     kernel_by_result = {k.result: k for k in kernels}
     members = {n for k in kernels for n in k.nodes}
 
@@ -228,7 +250,7 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
         elif node in kernel_by_result:
             steps.append(kernel_by_result[node])  # placed at its result: every input exists by then
         elif node not in members:
-            steps.append(LibraryCall(node, anchor=str(node.target) in ANCHORS))
+            steps.append(LibraryCall(node, anchor=str(node.target) in ANCHORS, eager_bits=node in eager_bits))
 
     names: dict[str, int] = {}
     for kernel in kernels:
@@ -323,7 +345,8 @@ def add_convolution_epilogues(captured, target: str, precision: str) -> None:
 
 def _anchor_written(kernel: FusedKernel, steps: list[Step]) -> LibraryCall | None:
     """The library call whose output this kernel overwrites in place (it reads nothing else of it)."""
-    return next((s for s in steps if isinstance(s, LibraryCall) and s.node.name == kernel.write_into), None)
+    call = next((s for s in steps if isinstance(s, LibraryCall) and s.node.name == kernel.write_into), None)
+    return None if call is None or call.eager_bits else call
 
 
 # Channels-last where cuDNN runs it faster: measured on an H100 (scripts/gpu_conv_layout_survey.py,
@@ -354,7 +377,7 @@ def _reduce_conv_channels_last(kernel, steps: list[Step], precision: str) -> Non
     1.80 ms against 1.81 NCHW with cuDNN's bias pass, H100), where NCHW gives the column kernel long runs."""
     if kernel.full_outputs or kernel.spec.groups is not None or 1 in kernel.spec.dims:
         return
-    calls = {s.node.name: s for s in steps if isinstance(s, LibraryCall)}
+    calls = {s.node.name: s for s in steps if isinstance(s, LibraryCall) and not s.eager_bits}
     inside = set(kernel.nodes)
     for name, kind in kernel.operands:
         call = calls.get(name)

@@ -950,7 +950,7 @@ def fuse_reductions(steps: list, nodes: list[torch.fx.Node], epochs: dict) -> li
     used: set[int] = set()
     made: list[tuple[ReduceKernel, list]] = []
     for step in steps:
-        if not isinstance(step, LibraryCall) or str(step.node.target) not in _PARSERS:
+        if not isinstance(step, LibraryCall) or str(step.node.target) not in _PARSERS or step.eager_bits:
             continue
         try:
             spec = spec_for(step.node)
@@ -994,7 +994,7 @@ def _take_conv_bias(k: ReduceKernel, calls: dict[str, LibraryCall]) -> None:
     readers = set(k.prologue) | ({k.core} if not k.prologue else set())
     for name, kind in k.operands:
         call = calls.get(name)
-        if kind != "full" or call is None or call.bias_moved:
+        if kind != "full" or call is None or call.bias_moved or call.eager_bits:
             continue
         bias = movable_bias(call.node)
         if bias is None or _shape(call.node) != _shape(k.spec.source) or not set(call.node.users) <= readers:

@@ -256,7 +256,7 @@ def fuse_windows(steps: list, nodes: list[torch.fx.Node], epochs: dict) -> list:
     """Replace pooling and scan library calls (with the pointwise steps around them) by WindowKernel steps."""
     _ORDER.clear()
     _ORDER.update({n: i for i, n in enumerate(nodes)})
-    for call in [s for s in steps if isinstance(s, LibraryCall)]:
+    for call in [s for s in steps if isinstance(s, LibraryCall) and not s.eager_bits]:
         name = str(call.node.target)
         if name not in POOL_OPS and name not in SCAN_OPS:
             continue
@@ -383,7 +383,7 @@ def _prologue(source, inside: set, step_of: dict, epoch, epochs):
                     continue
                 bias = step.bias
             group = step.nodes
-        elif isinstance(step, LibraryCall) and pointwise_with_masks(v):
+        elif isinstance(step, LibraryCall) and not step.eager_bits and pointwise_with_masks(v):
             group = [v]
         else:
             continue
@@ -400,7 +400,7 @@ def _prologue(source, inside: set, step_of: dict, epoch, epochs):
 def _biased_conv(source, inside: set, step_of: dict) -> LibraryCall | None:
     """A batched convolution with a bias whose output only this kernel reads: the kernel adds its bias."""
     call = step_of.get(source)
-    if not isinstance(call, LibraryCall) or call.channels_last or call.bias_moved:
+    if not isinstance(call, LibraryCall) or call.channels_last or call.bias_moved or call.eager_bits:
         return None
     if any(u not in inside for u in source.users) or movable_bias(call.node) is None:
         return None

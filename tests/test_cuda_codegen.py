@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch.utils.cpp_extension as cpp_extension
 
+from kfuse.errors import UsageError
 from kfuse.optimize import optimize
 
 PROBLEMS = Path(__file__).parent / "optimize"
@@ -433,15 +434,38 @@ def test_fp32_convolutions_run_channels_last_only_where_the_gpu_shows_eager_s_ou
 
 def test_a_convolution_eager_runs_in_tf32_stays_eager_s_call(tmp_path, monkeypatch):
     """conv.fuse_convolutions: a small filter takes kfuse's kernel, unless the GPU says eager's cuDNN call runs TF32
-    there (no kernel of ours lands within 1e-4 of it); a file of bare convolutions keeps the kernel regardless."""
+    there (no kernel of ours lands within 1e-4 of it); a file of bare convolutions then has no kernel to offer."""
     problem = conv_problem(tmp_path, "small", "Conv2d(3, 16, 3)", (2, 3, 19, 23))  # K = 27: the small-filter kernel
     assert optimize(problem, tmp_path / "small_rule.py", "cuda").library_calls == []
+    bare = conv_problem(tmp_path, "bare_small", "Conv2d(3, 16, 3, bias=False)", (2, 3, 19, 23),
+                        forward="self.conv(x)")
+    assert optimize(bare, tmp_path / "bare_small_rule.py", "cuda").library_calls == []
     monkeypatch.setattr("kfuse.conv.convolution_runs_tf32", lambda node: True)
     kept = optimize(problem, tmp_path / "small_tf32.py", "cuda")
     assert kept.library_calls == ["aten.conv2d.default"] and kept.kernels[0]["in_place_into"] == "conv2d"
-    bare = conv_problem(tmp_path, "bare_small", "Conv2d(3, 16, 3, bias=False)", (2, 3, 19, 23),
-                        forward="self.conv(x)")
-    assert optimize(bare, tmp_path / "bare_small_new.py", "cuda").library_calls == []
+    with pytest.raises(UsageError, match="no kernel for anything"):
+        optimize(bare, tmp_path / "bare_small_tf32.py", "cuda")
+
+
+def test_what_a_tf32_convolution_reads_keeps_eager_s_calls(tmp_path, monkeypatch):
+    """plan.plan with eager_precision.eager_bits_needed: a training-mode BatchNorm before a TF32 convolution stays
+    eager's call (a value one ulp off flips TF32 roundings: past 1e-4 on a DenseNet transition layer), the ReLU
+    between them still fuses (exact), and what comes after the last TF32 call is kfuse's as before."""
+    problem = tmp_path / "transition.py"
+    problem.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.bn = torch.nn.BatchNorm2d(32)\n        self.conv = torch.nn.Conv2d(32, 64, 1, bias=False)\n"
+        "    def forward(self, x):\n"
+        "        return torch.nn.functional.avg_pool2d(self.conv(torch.relu(self.bn(x)) * 2.0), 2)\n"
+        "def get_inputs():\n    return [torch.randn(2, 32, 16, 16)]\ndef get_init_inputs():\n    return []\n")
+    rule = optimize(problem, tmp_path / "transition_rule.py", "cuda")
+    assert "aten.batch_norm.default" not in rule.library_calls
+    monkeypatch.setattr("kfuse.eager_precision.convolution_runs_tf32", lambda node: True)
+    monkeypatch.setattr("kfuse.conv.convolution_runs_tf32", lambda node: True)
+    kept = optimize(problem, tmp_path / "transition_tf32.py", "cuda")
+    assert {"aten.batch_norm.default", "aten.conv2d.default", "aten.mul.Tensor"} <= set(kept.library_calls)
+    fused = {op for k in kept.kernels for op in k["fuses"]}
+    assert "aten.relu.default" in fused and "aten.avg_pool2d.default" in fused
 
 
 def template_functions_with_local_statics(source: str) -> dict[str, bool]:
