@@ -629,8 +629,13 @@ at::Tensor {kernel.name}({params}, const at::Tensor* into) {{
 """
 
 
-def render_ivalue(a, names: dict[str, str]) -> str:
-    """A C++ expression for one argument of a boxed ATen call."""
+def render_ivalue(a, names: dict[str, str], arg_type=None) -> str:
+    """A C++ expression for one argument of a boxed ATen call; `arg_type` is the schema's type of the argument
+    (a torch JIT type), which a list needs: its IValue must carry the element type the op unboxes."""
+    if isinstance(a, (list, tuple)) and arg_type is not None:
+        typed = _render_typed_list(a, names, arg_type)
+        if typed is not None:
+            return typed
     if isinstance(a, torch.fx.Node):
         return names[a.name]
     if a is None:
@@ -663,6 +668,51 @@ def render_ivalue(a, names: dict[str, str]) -> str:
         if all(isinstance(x, (int, float)) for x in a):
             return "c10::IValue(std::vector<double>{" + ", ".join(repr(float(x)) for x in a) + "})"
     return _unsupported(a)
+
+
+def _list_element_type(arg_type):
+    """The element type of a schema list type (`Tensor?[]`, `int[]?`, ...), or None where it is not a list."""
+    if isinstance(arg_type, torch.OptionalType):
+        arg_type = arg_type.getElementType()
+    return arg_type.getElementType() if isinstance(arg_type, torch.ListType) else None
+
+
+def _render_typed_list(a, names: dict[str, str], arg_type) -> str | None:
+    """A list argument made as the schema types it, or None to leave it to the untyped rules.
+
+    A boxed call unboxes a list as exactly the element type its schema names: `Tensor?[]` (aten::index.Tensor's
+    and index_put's indices, made by `t[idx]`, `t[:, idx]`, `t[idx] = v`) must be a List<optional<Tensor>>; a
+    List<Tensor> passed there fails with "Tried to cast a List<Tensor> to a List<Tensor?>" (c10 retypes a list
+    only when nothing else holds it, and kf::call's argument vector is a copy of the braced one: SwinTransformerV2's
+    relative position bias, table[index.view(-1)], crashed so on an H200). `t[:, idx]`'s None entries are
+    std::nullopt. An empty `Tensor[]` is a tensor list, not an empty int list; `float[]` is doubles even where the
+    values were written as ints."""
+    element = _list_element_type(arg_type)
+    if element is None:
+        return None
+    items = list(a)
+    if isinstance(element, torch.OptionalType) and isinstance(element.getElementType(), torch.TensorType):
+        if not all(x is None or isinstance(x, torch.fx.Node) for x in items):
+            return None
+        return _tensor_list("std::optional<at::Tensor>", [
+            "std::nullopt" if x is None else f"std::optional<at::Tensor>({names[x.name]})" for x in items])
+    if isinstance(element, torch.TensorType):
+        if not all(isinstance(x, torch.fx.Node) for x in items):
+            return None
+        return _tensor_list("at::Tensor", [names[x.name] for x in items])
+    if isinstance(element, torch.FloatType) and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                    for x in items):
+        return "c10::IValue(std::vector<double>{" + ", ".join(_double(float(x)) for x in items) + "})"
+    return None
+
+
+def _tensor_list(element: str, parts: list[str]) -> str:
+    made = f"c10::List<{element}>({{{', '.join(parts)}}})" if parts else f"c10::List<{element}>()"
+    return f"c10::IValue({made})"
+
+
+def _double(x: float) -> str:
+    return float.__repr__(x) if x == x and abs(x) != float("inf") else _special(x)
 
 
 def _unsupported(a) -> str:
@@ -743,7 +793,7 @@ def _library_call(call: LibraryCall, names: dict[str, str], handles: list[str]) 
             # A Python number where the op takes a Tensor: a wrapped number, as eager PyTorch passes it.
             rendered.append(f"kf::wrapped_number({_scalar(value)})")
         else:
-            rendered.append(render_ivalue(value, local))
+            rendered.append(render_ivalue(value, local, arg.type))
     args = ", ".join(rendered)
     kind = "library call" if call.anchor else "ATen call, unfused"
     if call.channels_last:

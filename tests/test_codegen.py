@@ -25,6 +25,26 @@ def test_arguments_print_as_ivalues():
     assert "infinity" in render_ivalue(float("-inf"), {})
 
 
+def test_list_arguments_carry_the_element_type_their_schema_names():
+    # a boxed call unboxes `Tensor?[]` only from a List<optional<Tensor>>: a List<Tensor> there raised "Tried to cast
+    # a List<Tensor> to a List<Tensor?>" (aten::index.Tensor, index_put_)
+    graph = torch.fx.Graph()
+    a, b = graph.placeholder("a"), graph.placeholder("b")
+    names = {"a": "a", "b": "b"}
+    index = torch.ops.aten.index.Tensor._schema.arguments[1].type
+    assert render_ivalue([a], names, index) == (
+        "c10::IValue(c10::List<std::optional<at::Tensor>>({std::optional<at::Tensor>(a)}))")
+    assert render_ivalue([None, b], names, index) == (
+        "c10::IValue(c10::List<std::optional<at::Tensor>>({std::nullopt, std::optional<at::Tensor>(b)}))")
+    tensors = torch.ops.aten.cat.default._schema.arguments[0].type
+    assert render_ivalue([a, b], names, tensors) == "c10::IValue(c10::List<at::Tensor>({a, b}))"
+    assert render_ivalue([], names, tensors) == "c10::IValue(c10::List<at::Tensor>())"
+    scales = torch.ops.aten.upsample_nearest2d.vec._schema.arguments[2].type  # float[]?
+    assert render_ivalue([2, 3], names, scales) == "c10::IValue(std::vector<double>{2.0, 3.0})"
+    sizes = torch.ops.aten.upsample_nearest2d.vec._schema.arguments[1].type  # SymInt[]?
+    assert render_ivalue([4, 6], names, sizes) == "c10::IValue(std::vector<int64_t>{4, 6})"
+
+
 def test_numbers_passed_as_tensors_keep_their_kind():
     assert _scalar(True) == "at::Scalar(true)"
     assert _scalar(3) == "at::Scalar(int64_t(3))"

@@ -305,7 +305,7 @@ def test_nvcc_compiles_the_small_filter_kernels(tmp_path):
 @pytest.mark.parametrize("problem", ["linear_scale_leaky", "pooling_mix", "conv_reductions:tf32", "gru_layers"] + [
     pytest.param(name, marks=pytest.mark.exhaustive) for name in (
         "conv3d_bias_tanh", "conv2d_strided_grouped", "gemm_sums", "losses_rowwise", "attention_odd_sizes",
-        "conv_div_leaky:tf32")])
+        "conv_div_leaky:tf32", "indexing_with_tensors")])
 def test_host_side_compiles(problem, tmp_path):
     name, _, precision = problem.partition(":")  # (tf32: a channels-last convolution and kf::channels_last)
     _, text = sources(name, tmp_path, precision=precision or "fp32")

@@ -223,6 +223,21 @@ def test_a_forward_with_many_tensors_takes_them_as_one_list(tmp_path, monkeypatc
     assert verdict["status"] == "correct", verdict["reasons"]  # running statistics updated through the list too
 
 
+def test_indices_given_as_tensors_are_passed_as_optional_tensor_lists(tmp_path):
+    """aten::index.Tensor and index_put_ take `Tensor?[]`: the file built a List<Tensor>, which the boxed call
+    refused at run time ("Tried to cast a List<Tensor> to a List<Tensor?>", SwinTransformerV2's relative position
+    bias on an H200; the same on the CPU target), and a None entry (`x[:, idx]`) was refused when emitting."""
+    result = optimize(PROBLEMS / "indexing_with_tensors.py", tmp_path / "indexing_new.py", "cpu")
+    assert [short(op) for op in result.library_calls].count("index") == 2
+    assert "index_put_" in [short(op) for op in result.library_calls]
+    text = result.path.read_text()
+    assert "kf::call(op_index, {p_table, c10::IValue(c10::List<std::optional<at::Tensor>>(" in text
+    assert "({std::nullopt, std::optional<at::Tensor>(b_rows)})" in text
+    verdict = check(PROBLEMS / "indexing_with_tensors.py", result.path,
+                    CheckOptions(device="cpu", time=False, compile_modes=[], timeout=300, seed=13))
+    assert verdict["status"] == "correct", verdict["reasons"]
+
+
 def test_emitted_file_keeps_the_interface(optimized):
     text = optimized["linear_scale_leaky"].path.read_text()
     assert "def __init__(self, in_features, out_features):" in text
