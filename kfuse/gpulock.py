@@ -17,7 +17,7 @@ The lock is two `flock`ed files (three with `.big`). A new holder, shared or exc
 exclusively for the moment it takes to enter); a process waiting for the exclusive lock waits holding the gate,
 so no new shared holder slips in ahead of it and timing is never starved. A process that dies releases its locks
 with its file descriptors. Without `KFUSE_GPU_LOCK` in the environment (one job per GPU, or `kfuse check`) every
-section is a no-op.
+section is a no-op. With `KFUSE_GPU_SOLE` too, every section of the judge is exclusive (`sole`).
 """
 
 from __future__ import annotations
@@ -30,11 +30,16 @@ from pathlib import Path
 
 ENV = "KFUSE_GPU_LOCK"
 SHARERS_ENV = "KFUSE_GPU_SHARERS"  # how many judges share the GPU (sizes the memory rule)
+SOLE_ENV = "KFUSE_GPU_SOLE"        # set: this judge's untimed sections hold the GPU exclusively too (`sole`)
 
 
 class GpuLock:
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, sole: bool = False):
         self.path = Path(path)
+        # Sole: every section exclusive, as timing is. For a judge run again after it ran out of GPU memory beside
+        # the others (kfuse.bench.LocalRunner): its GPU work then overlaps nobody's, while the other judges go on
+        # with their CPU work (builds, torch.compile) instead of all waiting for the end of the run.
+        self.sole = sole
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._data = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         self._gate = os.open(self.path.with_name(self.path.name + ".gate"), os.O_RDWR | os.O_CREAT, 0o644)
@@ -64,8 +69,9 @@ class GpuLock:
             fcntl.flock(self._data, fcntl.LOCK_UN)
 
     def shared(self):
-        """Untimed GPU work: may overlap other processes' untimed GPU work, never their timing."""
-        return self._section(fcntl.LOCK_SH)
+        """Untimed GPU work: may overlap other processes' untimed GPU work, never their timing (a sole judge's:
+        nothing)."""
+        return self._section(fcntl.LOCK_EX if self.sole else fcntl.LOCK_SH)
 
     def exclusive(self):
         """Timing: the GPU to this process alone."""
@@ -115,4 +121,4 @@ class NoLock:
 
 def from_environment() -> GpuLock | NoLock:
     path = os.environ.get(ENV)
-    return GpuLock(path) if path else NoLock()
+    return GpuLock(path, sole=bool(os.environ.get(SOLE_ENV))) if path else NoLock()

@@ -85,8 +85,11 @@ def finish(verdict: dict, status: str, reasons: list[str], began: float) -> dict
 
 
 def check(problem: str | Path, candidate: str | Path, options: CheckOptions,
-          on_stage: Callable[[str], None] = lambda stage: None) -> dict:
-    """Judge `candidate` against `problem`. Raises UsageError for bad input; every other outcome is a verdict."""
+          on_stage: Callable[[str], None] = lambda stage: None, gpu_checked: bool = False) -> dict:
+    """Judge `candidate` against `problem`. Raises UsageError for bad input; every other outcome is a verdict.
+
+    `gpu_checked`: the caller knows a CUDA GPU is there (kfuse bench): no torch import here to ask, 2-4 s of each
+    judgement before its worker starts (the worker asks too, and says the same)."""
     began = time.perf_counter()
     if options.trials < 5:
         raise UsageError(f"--trials must be at least 5 (got {options.trials})")
@@ -95,7 +98,7 @@ def check(problem: str | Path, candidate: str | Path, options: CheckOptions,
         raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)} (got {options.precision!r})")
     if options.device not in ("cuda", "cpu"):
         raise UsageError(f"--device must be cuda or cpu (got {options.device!r})")
-    if options.device == "cuda":
+    if options.device == "cuda" and not gpu_checked:
         import torch
 
         if not torch.cuda.is_available():

@@ -160,8 +160,8 @@ class Judgement:
 
     def too_big_to_share(self) -> bool:
         """Inputs so large that two judges' copies of them (clones, float64 truths: ~16x) might not fit. (Two, not
-        every sharer: most neighbours are small, and a job that runs out of memory beside others is judged again
-        alone at the end, kfuse.bench.LocalRunner.)"""
+        every sharer: most neighbours are small, and a job that runs out of memory beside others is judged again,
+        its GPU sections exclusive, then if need be alone at the end, kfuse.bench.LocalRunner.)"""
         if self.device.type != "cuda" or isinstance(self.gpu, gpulock.NoLock):
             return False
         made = make_inputs(self.problem, self.spec["seed"], torch.device("meta"))

@@ -256,8 +256,9 @@ def test_jobs_with_big_inputs_take_at_most_two_slots(monkeypatch):
 
 
 def test_out_of_gpu_memory_beside_other_judges_runs_again_alone(monkeypatch, tmp_path):
-    """A job that ran out of GPU memory while judges shared the GPU is judged once more after all the others,
-    alone on the GPU (no shared lock); what it gets then is its verdict."""
+    """A job that ran out of GPU memory while judges shared the GPU is judged once more at once, its GPU sections
+    exclusive (KFUSE_GPU_SOLE); out of memory again, once more after all the others, alone on the GPU (no shared
+    lock, the build caches kept); what it gets then is its verdict."""
     calls = []
 
     def fake_job(job, env=None):
@@ -270,15 +271,57 @@ def test_out_of_gpu_memory_beside_other_judges_runs_again_alone(monkeypatch, tmp
 
     monkeypatch.setattr(bench_module, "run_job_isolated", fake_job)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
     slots = worker_slots(BenchOptions(device="cuda", per_gpu=3, out=tmp_path))
-    done = []
-    LocalRunner(slots).run([(k, {"id": k}) for k in range(8)], lambda tag: None,
+    for slot in slots:
+        slot["TORCH_EXTENSIONS_DIR"] = str(tmp_path / "extensions")
+    started, done = [], []
+    LocalRunner(slots).run([(k, {"id": k}) for k in range(8)], started.append,
                            lambda tag, result: done.append((tag, result["status"])))
     assert dict(done) == {**{k: "correct" for k in range(8)}, 5: "crashed"}
     assert [tag for tag, _ in done][-2:] in ([2, 5], [5, 2])  # after every shared job
+    assert sorted(started) == list(range(8))  # (each job shown as started once)
+    sole = [tag for tag, env in calls if env.get("KFUSE_GPU_SOLE") and "KFUSE_GPU_LOCK" in env]
     alone = [env for tag, env in calls if "KFUSE_GPU_LOCK" not in env]
-    assert alone == [{"CUDA_VISIBLE_DEVICES": "0"}] * 2 and len(calls) == 10
+    assert sorted(sole) == [2, 5] and len(calls) == 12
+    assert alone == [{"CUDA_VISIBLE_DEVICES": "0", "TORCH_EXTENSIONS_DIR": str(tmp_path / "extensions")}] * 2
     assert not bench_module.out_of_gpu_memory({"status": "incorrect", "reasons": ["out of memory"]})
+
+
+def test_out_of_gpu_memory_once_then_fine_with_its_gpu_sections_exclusive_is_not_judged_alone(monkeypatch, tmp_path):
+    """Out of memory beside the others, then fine beside them with its GPU sections to itself: that is its
+    verdict (no third judgement alone at the end)."""
+    calls = []
+
+    def fake_job(job, env=None):
+        calls.append((job["id"], dict(env)))
+        if job["id"] == 0 and not env.get("KFUSE_GPU_SOLE"):
+            return {"status": "crashed", "reasons": ["torch.OutOfMemoryError: CUDA out of memory"]}
+        time.sleep(0.05)
+        return {"status": "correct", "reasons": []}
+
+    monkeypatch.setattr(bench_module, "run_job_isolated", fake_job)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    slots = worker_slots(BenchOptions(device="cuda", per_gpu=2, out=tmp_path))
+    done = []
+    LocalRunner(slots).run([(k, {"id": k}) for k in range(8)], lambda tag: None,
+                           lambda tag, result: done.append((tag, result["status"])))
+    assert dict(done) == {k: "correct" for k in range(8)} and len(calls) == 9
+    assert all("KFUSE_GPU_LOCK" in env for _, env in calls)
+    assert [tag for tag, env in calls if env.get("KFUSE_GPU_SOLE")] == [0]
+
+
+def test_a_bench_job_leaves_the_gpu_check_to_the_worker(monkeypatch):
+    """The bench has checked the GPU: a job's process does not import torch to ask (2-4 s of each judgement before
+    its worker started); the worker asks too, and says the same."""
+    from kfuse import judge
+
+    devices = []
+    monkeypatch.setattr(judge, "run_worker", lambda spec, *rest: (devices.append(spec["device"]), ("correct", []))[1])
+    monkeypatch.setitem(sys.modules, "torch", None)  # an import of torch now fails
+    job = bench_module.make_job(bench_module.Problem("leaky_relu", PROBLEMS / "leaky_relu.py",
+                                                     CORPUS / "cuda" / "leaky_honest.py"), BenchOptions(device="cuda"))
+    assert bench_module.run_job(job)["status"] == "correct" and devices == ["cuda"]
 
 
 def test_bad_input_exits(tmp_path):

@@ -13,7 +13,8 @@ HOLDER = """
 import sys, time
 from kfuse.gpulock import GpuLock
 path, mode, seconds, log = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
-with getattr(GpuLock(path), mode)():
+lock = GpuLock(path, sole=mode == "sole")
+with (lock.shared() if mode == "sole" else getattr(lock, mode)()):
     open(log, "a").write(f"{mode} in {time.monotonic()}\\n")
     time.sleep(seconds)
     open(log, "a").write(f"{mode} out {time.monotonic()}\\n")
@@ -70,12 +71,27 @@ def test_big_sections_overlap_small_ones_but_not_each_other(tmp_path):
                           ("big", "out")]
 
 
+def test_a_sole_judge_s_untimed_sections_overlap_no_one(tmp_path):
+    """A judge run again after it ran out of GPU memory beside the others (KFUSE_GPU_SOLE): its untimed sections
+    wait for the others' and keep new ones out, as timing does."""
+    log, path = tmp_path / "log", tmp_path / "gpu0.lock"
+    procs = [start(path, "shared", 1.5, log)]
+    wait_for_line(log, 1)
+    procs.append(start(path, "sole", 0.5, log))
+    time.sleep(0.8)
+    procs.append(start(path, "shared", 0.1, log))
+    for p in procs:
+        assert p.wait(60) == 0
+    assert order(log) == [("shared", "in"), ("shared", "out"), ("sole", "in"), ("sole", "out"),
+                          ("shared", "in"), ("shared", "out")]
+
+
 def test_sections_nest_and_no_lock_without_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("KFUSE_GPU_LOCK", raising=False)
     assert isinstance(from_environment(), NoLock)
     monkeypatch.setenv("KFUSE_GPU_LOCK", str(tmp_path / "locks" / "gpu0.lock"))
     lock = from_environment()
-    assert isinstance(lock, GpuLock)
+    assert isinstance(lock, GpuLock) and not lock.sole
     with lock.exclusive():
         with lock.exclusive():  # nested sections reuse what the outer one holds
             pass
@@ -86,3 +102,9 @@ def test_sections_nest_and_no_lock_without_the_environment(monkeypatch, tmp_path
         with lock.exclusive():
             pass
     lock.close()
+    monkeypatch.setenv("KFUSE_GPU_SOLE", "1")
+    sole = from_environment()
+    assert sole.sole
+    with sole.big(), sole.shared(), sole.exclusive():  # every section of a sole judge holds the GPU exclusively
+        pass
+    sole.close()
