@@ -41,6 +41,9 @@ class Choices:
         return ", ".join(changed) or "default"
 
 
+# The fallback for a file the judge found correct-parity: eager's own rounding wherever a kernel would round otherwise.
+EAGER_ROUNDING = Choices(eager_bits="all")
+
 # What `kfuse tune` tries: the defaults, then one choice changed at a time (the planner's decisions are mostly
 # independent per op, and a problem has few ops of each kind; a full product would multiply device time).
 ALTERNATIVES: list[Choices] = [

@@ -100,17 +100,23 @@ def check_command(problem, candidate, device, trials, timeout, seed, compile_mod
               help="tf32: convolutions may run channels-last in TF32; judged against a TF32 reference (labelled).")
 @click.option("--no-check", is_flag=True, help="Write the file without judging it.")
 @click.option("--no-timing", is_flag=True, help="Judge correctness only.")
+@click.option("--eager-rounding", is_flag=True,
+              help="Keep eager's own call for every op a kernel would round otherwise (what optimize falls back to "
+                   "for a file as accurate as eager but not within 1e-4 of it).")
 @click.option("--compile-modes", default="default", show_default=True)
 @click.option("--timeout", type=float, default=600.0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
-def optimize_command(problem, output, device, precision, no_check, no_timing, compile_modes, timeout, json_path):
+def optimize_command(problem, output, device, precision, no_check, no_timing, eager_rounding, compile_modes, timeout,
+                     json_path):
     """Compile PROBLEM's Model into fused kernels: write ModelNew, then judge it like `kfuse check`."""
+    from kfuse import choices
     from kfuse.judge import CheckOptions
     from kfuse.optimize import optimize
 
     output = output or problem.with_name(f"{problem.stem}_new.py")
     try:
-        result = optimize(problem, output, device, precision)
+        with choices.using(choices.EAGER_ROUNDING if eager_rounding else choices.Choices()):
+            result = optimize(problem, output, device, precision)
     except UsageError as err:
         fail(str(err))
     except Exception as err:  # a gap in kfuse itself: still one line, and a non-zero exit
@@ -128,7 +134,7 @@ def optimize_command(problem, output, device, precision, no_check, no_timing, co
         options = CheckOptions(device=device, timeout=timeout, time=not no_timing,
                                compile_modes=parse_compile_modes(compile_modes), precision=precision)
         verdict = judge_with_progress(problem, output, options)
-        if verdict["status"] == "correct-parity":
+        if verdict["status"] == "correct-parity" and not eager_rounding:
             verdict = _eager_rounding_fallback(problem, output, device, precision, options, verdict, report)
         report["verdict"] = verdict
         status = verdict["status"]
@@ -145,8 +151,6 @@ def _eager_rounding_fallback(problem: Path, output: Path, device: str, precision
     before an exp, TF32 calls the planner's probe did not see): plan again with every op kept as eager's call
     that a kernel would round otherwise (Choices.eager_bits "all"). The new file replaces the first one only if
     the judge finds it correct."""
-    from dataclasses import replace
-
     from kfuse import choices
     from kfuse.optimize import optimize
 
@@ -154,7 +158,7 @@ def _eager_rounding_fallback(problem: Path, output: Path, device: str, precision
                "own rounding wherever a kernel would differ", err=True)
     second = output.with_name(f"{output.stem}_eager_rounding.py")
     try:
-        with choices.using(replace(choices.Choices(), eager_bits="all")):
+        with choices.using(choices.EAGER_ROUNDING):
             result = optimize(problem, second, device, precision)
     except UsageError as err:
         click.echo(f"kfuse: no such file: {err}", err=True)

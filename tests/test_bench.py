@@ -601,3 +601,47 @@ def test_problems_with_big_inputs_start_first_taking_turns_with_the_rest(tmp_pat
     order = [p.id for p in bench_module.start_order(problems, sizes)]
     assert order == ["huge", "long_file", "big", "small", "short_file"]
     assert {p.id for p in bench_module.start_order(problems, {})} == set(order)  # no sizes: file sizes alone
+
+
+def test_a_correct_parity_file_is_optimized_again_with_eager_rounding(tmp_path, monkeypatch):
+    """bench.eager_rounding_pass: a problem recorded correct-parity is optimized again with eager's rounding and
+    judged; the new verdict replaces the first only where it is correct (and a second pass finds it cached)."""
+    import threading
+
+    from kfuse import bench
+
+    paths = {}
+    for name in ("first", "second"):
+        paths[name] = tmp_path / f"{name}.py"
+        paths[name].write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n"
+                               "def get_inputs():\n    return []\n")
+    problems = [bench.Problem(name, path) for name, path in paths.items()]
+    options = bench.BenchOptions(device="cpu", out=tmp_path / "out")
+    (options.out / "cache").mkdir(parents=True)
+    asked = []
+
+    def optimize(self, problem):
+        assert self.eager_rounding
+        asked.append(problem.id)
+        path = tmp_path / f"{problem.id}_eager.py"
+        path.write_text(f"# {problem.id} with eager's rounding\n")
+        return {"path": path, "optimized": {"kernels": []}}
+
+    monkeypatch.setattr(bench.Optimizer, "__call__", optimize)
+    verdicts = {"first": "correct", "second": "incorrect"}
+
+    class Runner:
+        def run(self, jobs, on_start, on_done):
+            for problem, job in jobs:
+                assert "with eager's rounding" in job["candidate_text"]
+                on_done(problem, {"status": verdicts[problem.id]})
+
+    records = {p.id: {"status": "correct-parity"} for p in problems}
+    assert bench.eager_rounding_pass(problems, records, options, Runner(), lambda p: None, threading.Lock()) == 2
+    assert asked == ["first", "second"]
+    assert records["first"]["status"] == "correct" and records["first"]["eager_rounding"]
+    assert records["second"] == {"status": "correct-parity"}
+    records = {p.id: {"status": "correct-parity"} for p in problems}
+    assert bench.eager_rounding_pass(problems, records, options, Runner(), lambda p: None, threading.Lock()) == 0
+    assert records["first"]["status"] == "correct" and records["first"]["cached"]
+    assert records["second"] == {"status": "correct-parity"}

@@ -540,3 +540,37 @@ def test_recurrent_layers_get_a_contiguous_initial_state(tmp_path):
     # cuDNN's LSTM refused the judge's strided h0 in an emitted file ("rnn: hx is not contiguous"); eager's took it
     _, text = sources("lstm_given_state", tmp_path)
     assert "c10::List<at::Tensor>({h0.contiguous(), c0.contiguous()})" in text["CPP_SOURCE"]
+
+
+def test_eager_rounding_keeps_eager_s_calls_but_exact_pointwise_ops(tmp_path):
+    """Choices.eager_bits "all" (`kfuse optimize --eager-rounding`, the fallback for a correct-parity file): a long
+    scan before an exp (Mamba2's segment sums: values near 1e33, where one ulp of the scan moves the exp past 1e-4)
+    stays eager's cumsum and exp; the subtraction and the add, exact in a kernel, still fuse."""
+    from kfuse import choices
+    problem = tmp_path / "segsum.py"
+    problem.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, a, b):\n"
+        "        c = torch.cumsum(a, dim=-1)\n        return torch.exp(c[..., :, None] - c[..., None, :]) + b\n"
+        "def get_inputs():\n    return [torch.randn(4, 64), torch.randn(4, 64, 64)]\n"
+        "def get_init_inputs():\n    return []\n")
+    rule = optimize(problem, tmp_path / "segsum_rule.py", "cuda")
+    assert "aten.exp.default" not in rule.library_calls
+    with choices.using(choices.EAGER_ROUNDING):
+        kept = optimize(problem, tmp_path / "segsum_eager.py", "cuda")
+    assert {"aten.cumsum.default", "aten.exp.default"} <= set(kept.library_calls)
+    assert {op for k in kept.kernels for op in k["fuses"]} == {"aten.sub.Tensor", "aten.add.Tensor"}
+
+
+def test_a_recurrent_layer_eager_runs_in_tf32_stays_eager_s_call(tmp_path, monkeypatch):
+    """eager_precision.eager_bits_needed: cuDNN's GRU in TF32 (39_GRU: 1.4e-4 from its TF32-off output) keeps its
+    call; a file of nothing else then has no kernel of kfuse's to offer."""
+    problem = tmp_path / "gru.py"
+    problem.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.gru = torch.nn.GRU(8, 16, 2)\n    def forward(self, x, h0):\n        return self.gru(x, h0)[0]\n"
+        "def get_inputs():\n    return [torch.randn(5, 3, 8), torch.randn(2, 3, 16)]\n"
+        "def get_init_inputs():\n    return []\n")
+    assert optimize(problem, tmp_path / "gru_rule.py", "cuda").library_calls == []
+    monkeypatch.setattr("kfuse.eager_precision._recurrent_differs", lambda node: True)
+    with pytest.raises(UsageError, match="no kernel for anything"):
+        optimize(problem, tmp_path / "gru_tf32.py", "cuda")
