@@ -15,6 +15,7 @@ import torch
 from kfuse.capture import CaptureError, capture
 from kfuse.codegen import generate
 from kfuse.emit import EmitError, emit
+from kfuse.eager_precision import runs_tf32
 from kfuse.errors import UsageError
 from kfuse.loader import check_problem_source
 from kfuse import PRECISIONS
@@ -79,6 +80,12 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
     steps = plan(captured.graph, device, precision)
     if not (steps.kernels or steps.reductions or steps.attentions or steps.windows or steps.gemms or steps.recurrents
             or steps.convolutions):
+        tf32 = sorted({c.op for c in steps.library_calls if c.eager_bits or runs_tf32(c.node)})
+        if tf32:
+            raise UsageError(f"kfuse has no kernel for anything in {problem_path.name} that may leave eager's calls: "
+                             f"eager runs {', '.join(tf32)} in TF32 on this GPU, and no kfuse kernel lands within "
+                             f"KernelBench's 1e-4 of that; a file of eager's library calls alone would not be a "
+                             f"custom kernel")
         ops = ", ".join(sorted({c.op for c in steps.library_calls})) or "none"
         others = sorted({str(i.dtype).replace("torch.", "") for i in captured.inputs
                          if i.dtype is not None and i.dtype.is_floating_point and i.dtype != torch.float32})

@@ -441,9 +441,10 @@ def test_a_convolution_eager_runs_in_tf32_stays_eager_s_call(tmp_path, monkeypat
                         forward="self.conv(x)")
     assert optimize(bare, tmp_path / "bare_small_rule.py", "cuda").library_calls == []
     monkeypatch.setattr("kfuse.conv.convolution_runs_tf32", lambda node: True)
+    monkeypatch.setattr("kfuse.eager_precision.convolution_runs_tf32", lambda node: True)
     kept = optimize(problem, tmp_path / "small_tf32.py", "cuda")
     assert kept.library_calls == ["aten.conv2d.default"] and kept.kernels[0]["in_place_into"] == "conv2d"
-    with pytest.raises(UsageError, match="no kernel for anything"):
+    with pytest.raises(UsageError, match="in TF32 on this GPU"):
         optimize(bare, tmp_path / "bare_small_tf32.py", "cuda")
 
 
@@ -572,5 +573,5 @@ def test_a_recurrent_layer_eager_runs_in_tf32_stays_eager_s_call(tmp_path, monke
         "def get_init_inputs():\n    return []\n")
     assert optimize(problem, tmp_path / "gru_rule.py", "cuda").library_calls == []
     monkeypatch.setattr("kfuse.eager_precision._recurrent_differs", lambda node: True)
-    with pytest.raises(UsageError, match="no kernel for anything"):
+    with pytest.raises(UsageError, match="in TF32 on this GPU"):
         optimize(problem, tmp_path / "gru_tf32.py", "cuda")
