@@ -8,9 +8,17 @@
 #   scripts/gpu_bench_detached.sh wait STATE SECONDS
 #
 # STATE (a git-ignored folder, e.g. bench-out/run) holds the bench's --out, its log and its process id.
+# `start` copies the checkout (carried folders included) to FROZEN and runs there: each device call copies the
+# working tree again, and a bench must not import changed sources halfway through. STATE and the bench's paths are
+# relative to that copy.
 set -uo pipefail
 mode=$1 state=$2 seconds=$3
 shift 3
+frozen=${FROZEN:-/tmp/kfuse-frozen}
+if [ "$mode" = start ]; then
+    rm -rf "$frozen" && cp -a . "$frozen"
+fi
+cd "$frozen" || exit 1
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 if [ "$mode" = start ]; then
     mkdir -p "$state"

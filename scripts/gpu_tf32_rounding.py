@@ -80,12 +80,13 @@ def main(paths: list[str]) -> None:
             if len(calls) < 3:
                 calls.append((layer, inputs[0].detach(), output.detach()))
 
-        for layer in model.modules():
-            if isinstance(layer, torch.nn.modules.conv._ConvNd):
-                layer.register_forward_hook(hook)
+        hooks = [layer.register_forward_hook(hook) for layer in model.modules()
+                 if isinstance(layer, torch.nn.modules.conv._ConvNd)]
         inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
         with torch.no_grad():
             model(*inputs)
+        for handle in hooks:  # (the emulations below call the layers again)
+            handle.remove()
         for layer, x, eager in calls:
             row = {"problem": path.rsplit("/", 1)[-1], "layer": repr(layer)[:90], "x": list(x.shape)}
             with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
