@@ -56,7 +56,7 @@ class LibraryCall:
     anchor: bool
     channels_last: bool = False     # run on channels-last copies of input and weight (a convolution)
     bias_moved: bool = False        # called without its bias: the kernel after it adds the bias
-    eager_bits: bool = False        # a TF32 call reads its value: it stays eager's call, as eager makes it
+    eager_bits: bool = False        # its value must be eager's to the bit (a TF32 call reads it; or Choices.eager_bits)
 
     @property
     def op(self) -> str:
