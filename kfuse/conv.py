@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kfuse import choices
-from kfuse.eager_precision import convolution_runs_tf32
+from kfuse.eager_precision import runs_tf32
 from kfuse.plan import FUSABLE_DTYPES, FusedKernel, LibraryCall, TupleItem, tensor_meta
 
 # aten op -> (spatial dims, None for any; argument positions of stride, padding, dilation, groups)
@@ -198,7 +198,7 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str, p
         depthwise = target == "cuda" and is_depthwise_2d(call.node, spec)
         if small is None and not depthwise and not all_convolutions:
             continue  # cuDNN keeps it (see _kernels_on_cuda)
-        if target == "cuda" and precision == "fp32" and convolution_runs_tf32(call.node):
+        if target == "cuda" and precision == "fp32" and runs_tf32(call.node):
             continue  # eager's cuDNN call runs TF32 here: only that call matches it
         epilogue = next((s for s in out if isinstance(s, FusedKernel) and s.write_into == call.node.name
                          and s.channels_last_input is None), None)

@@ -440,7 +440,6 @@ def test_a_convolution_eager_runs_in_tf32_stays_eager_s_call(tmp_path, monkeypat
     bare = conv_problem(tmp_path, "bare_small", "Conv2d(3, 16, 3, bias=False)", (2, 3, 19, 23),
                         forward="self.conv(x)")
     assert optimize(bare, tmp_path / "bare_small_rule.py", "cuda").library_calls == []
-    monkeypatch.setattr("kfuse.conv.convolution_runs_tf32", lambda node: True)
     monkeypatch.setattr("kfuse.eager_precision.convolution_runs_tf32", lambda node: True)
     kept = optimize(problem, tmp_path / "small_tf32.py", "cuda")
     assert kept.library_calls == ["aten.conv2d.default"] and kept.kernels[0]["in_place_into"] == "conv2d"
@@ -462,7 +461,6 @@ def test_what_a_tf32_convolution_reads_keeps_eager_s_calls(tmp_path, monkeypatch
     rule = optimize(problem, tmp_path / "transition_rule.py", "cuda")
     assert "aten.batch_norm.default" not in rule.library_calls
     monkeypatch.setattr("kfuse.eager_precision.convolution_runs_tf32", lambda node: True)
-    monkeypatch.setattr("kfuse.conv.convolution_runs_tf32", lambda node: True)
     kept = optimize(problem, tmp_path / "transition_tf32.py", "cuda")
     assert {"aten.batch_norm.default", "aten.conv2d.default", "aten.mul.Tensor"} <= set(kept.library_calls)
     fused = {op for k in kept.kernels for op in k["fuses"]}
