@@ -12,11 +12,11 @@ candidate's text, not paths, so it runs the same on this machine or on a Ray nod
 from __future__ import annotations
 
 import ast
+import collections
 import hashlib
 import json
 import logging
 import os
-import queue
 import re
 import shutil
 import signal
@@ -223,7 +223,8 @@ def _run_job(job: dict) -> dict:
     from kfuse.judge import CheckOptions, check
 
     result = {"status": None, "reasons": [], "verdict": None, "optimized": job.get("optimized"),
-              "candidate_code": job["candidate_text"] if job.get("optimized") else None}
+              "candidate_code": job["candidate_text"] if job.get("optimized") else None,
+              "data_bytes": job.get("data_bytes")}
     with tempfile.TemporaryDirectory(prefix="kfuse-bench-") as tmp:
         # Under the problem's own file name: emitted extension names and messages carry its stem.
         problem = Path(tmp) / "problem" / job["problem_name"]
@@ -524,12 +525,13 @@ class Pipeline:
         self.optimizing = ThreadPoolExecutor(max_workers=optimizers, thread_name_prefix="kfuse-optimize")
         self.building = ThreadPoolExecutor(max_workers=builders, thread_name_prefix="kfuse-build")
         self.builds: dict[str, dict] = {}  # problem id -> build_candidate's result
-        self.sizes: dict[Path, int] = {}   # problem path -> input bytes (start)
+        self.sizes: dict[Path, int] = {}   # problem path -> data bytes (start)
 
-    def start(self, problems: list[Problem]) -> dict[str, Future]:
-        """A future per problem of its job (None: nothing to judge), started in `start_order`."""
+    def start(self, problems: list[Problem], sizes: dict[Path, int]) -> dict[str, Future]:
+        """A future per problem of its job (None: nothing to judge), started in `start_order` of their data bytes
+        (`footprints`)."""
         ready = {problem.id: Future() for problem in problems}
-        self.sizes = input_bytes(problems, self.env)
+        self.sizes = sizes
         for problem in start_order(problems, self.sizes):
             self.optimizing.submit(self._optimized, problem, ready[problem.id])
         return ready
@@ -543,7 +545,7 @@ class Pipeline:
             if job is None:
                 ready.set_result(None)
             else:
-                job["input_bytes"] = self.sizes.get(problem.path, 0)  # (LocalRunner: big jobs take few slots)
+                job["data_bytes"] = self.sizes.get(problem.path, 0)  # (LocalRunner: its GPU memory)
                 self.building.submit(self._built, problem, job, ready)
         except BaseException as err:  # noqa: BLE001 - handed to whoever waits for this problem
             ready.set_exception(err)
@@ -562,17 +564,17 @@ class Pipeline:
         signal_sessions(PREPARING, signal.SIGKILL)
 
 
-# Inputs this large are "big" on an 80 GB GPU (kfuse.worker's too_big_to_share: 16 x 2.5 GB): their judgements run
-# their GPU sections one at a time (kfuse.gpulock, `big`), a chain as long as all of them, so they go first.
-BIG_INPUT_BYTES = 2 << 30
+# Problems whose data (inputs and outputs) is this large go first (start_order): judged one or two at a time (their
+# GPU memory, JUDGE_COPIES), they are a chain as long as all of them, which the rest of the run can then overlap.
+BIG_DATA_BYTES = 2 << 30
 
 
 def start_order(problems: list[Problem], sizes: dict[Path, int]) -> list[Problem]:
-    """The problems with big inputs (largest first), taking turns with the rest: the largest problem files (the
+    """The problems with big data (largest first), taking turns with the rest: the largest problem files (the
     networks, the slowest builds) alternating with the smallest, so the GPU gets work at once and no long build is
     left for last. (On the development set: of 20 problems judged alone, 11 were still waiting at the end of a
     26-minute run started in file-size order alone, each then holding the whole GPU for 35-100 s.)"""
-    big = sorted((p for p in problems if sizes.get(p.path, 0) >= BIG_INPUT_BYTES), key=lambda p: -sizes[p.path])
+    big = sorted((p for p in problems if sizes.get(p.path, 0) >= BIG_DATA_BYTES), key=lambda p: -sizes[p.path])
     by_size = sorted((p for p in problems if p not in big), key=lambda p: p.path.stat().st_size)
     rest = []
     while by_size:
@@ -585,38 +587,80 @@ def start_order(problems: list[Problem], sizes: dict[Path, int]) -> list[Problem
     return order
 
 
-# Jobs with big inputs judged at once (LocalRunner): one runs its GPU sections while the other gets ready.
-BIG_JOBS_AT_ONCE = 2
+# A judgement's GPU memory at its peak, in copies of the problem's data (inputs plus outputs, fp32): the worker's
+# reference call holds 2.5 (the output, the float64 upcast of the inputs and the float64 truth, kfuse.worker's
+# reference_call), the candidate's process 2 (its inputs, its output, and for the determinism trial two more
+# outputs), and the rest is slack for the intermediates of a float64 forward.
+JUDGE_COPIES = 5
+# ...plus what a judge holds whatever the problem: three CUDA contexts, cuBLAS and cuDNN workspaces, torch.compile.
+JUDGE_OVERHEAD_BYTES = 2 << 30
+# The share of the GPU's memory the ledger hands out (LocalRunner): allocator slack and fragmentation keep the rest.
+MEMORY_BUDGET = 0.9
 
 
-def is_big(job: dict) -> bool:
-    return job.get("input_bytes", 0) >= BIG_INPUT_BYTES
+def gpu_need(job: dict) -> int:
+    """The GPU memory a job's judgement may hold at its peak (0 where its data is unknown: it never waits)."""
+    data = job.get("data_bytes", 0)
+    return JUDGE_COPIES * data + JUDGE_OVERHEAD_BYTES if data else 0
 
 
 # Run in a process of its own: a problem file is code, imported only outside the bench's own process.
-_INPUT_BYTES = r"""
-import json, sys, torch
+_FOOTPRINTS = r"""
+import json, signal, sys, torch
 from kfuse.problem import load_problem, make_inputs
+
+def nbytes(values):
+    flat = []
+    def walk(v):
+        if isinstance(v, torch.Tensor):
+            flat.append(v.numel() * v.element_size())
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+    walk(values)
+    return sum(flat)
+
+class Late(Exception):
+    pass
+
+def late(*_):
+    raise Late()
+
+signal.signal(signal.SIGALRM, late)
+meta = torch.device("meta")
 sizes = {}
 for path in sys.argv[1:]:
     try:
-        made = make_inputs(load_problem(path)[0], 0, torch.device("meta"))
-        sizes[path] = sum(t.numel() * t.element_size() for t in made if isinstance(t, torch.Tensor))
+        problem, init = load_problem(path)
+        inputs = make_inputs(problem, 0, meta)
+        sizes[path] = nbytes(inputs)
+        # The outputs' shapes, without a byte of data; two seconds at most (an LSTM takes a minute on meta).
+        signal.setitimer(signal.ITIMER_REAL, 2.0)
+        with torch.device(meta), torch.no_grad():
+            sizes[path] += nbytes(problem.Model(*init)(*inputs))
     except Exception:
-        pass
-print(json.dumps(sizes))
+        pass  # (data-dependent shapes, .item(), too slow: the inputs alone, or nothing)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+gpu = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else None
+print(json.dumps({"sizes": sizes, "gpu_bytes": gpu}))
 """
 
 
-def input_bytes(problems: list[Problem], env: dict, timeout: float = 120) -> dict[Path, int]:
-    """Each problem's input bytes, counted on the meta device in a helper process ({} if it fails: the order then
-    ignores sizes)."""
+def footprints(problems: list[Problem], env: dict, timeout: float = 180) -> tuple[dict[Path, int], int | None]:
+    """Each problem's data bytes (inputs plus outputs, from a run on the meta device in a helper process) and the
+    memory of the GPU the judges get (None without one). ({}, None) if the helper fails: the order then ignores
+    sizes, and no job waits for memory."""
     try:
-        done = subprocess.run([sys.executable, "-c", _INPUT_BYTES, *(str(p.path) for p in problems)], env=env,
+        done = subprocess.run([sys.executable, "-c", _FOOTPRINTS, *(str(p.path) for p in problems)], env=env,
                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-        return {Path(k): int(v) for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
-    except (subprocess.TimeoutExpired, json.JSONDecodeError, IndexError, ValueError, OSError):
-        return {}
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+        return {Path(k): int(v) for k, v in found["sizes"].items()}, found["gpu_bytes"]
+    except (subprocess.TimeoutExpired, json.JSONDecodeError, IndexError, KeyError, ValueError, OSError):
+        return {}, None
 
 
 def builders_for(cpus: int, judges: int) -> int:
@@ -668,6 +712,9 @@ def record(problem: Problem, key: str | None, result: dict, options: BenchOption
         "stages_s": stage_totals(optimized, result.get("prebuild"), verdict),
         "build_cache_hit": (result.get("prebuild") or {}).get("cache_hit"),
         "gpu_wait_s": verdict.get("gpu_wait_s"),  # of the stages above, seconds blocked by other judges
+        "gpu_peak_bytes": verdict.get("gpu_peak_bytes"),  # the judgement's, at most (LocalRunner's ledger)
+        "data_bytes": result.get("data_bytes"),
+        "judged_at_s": result.get("judged_at_s"),  # [started, ended], seconds into the run's segment
         "cached": cached,
         "key": key,
         "eager_rounding": bool(result.get("eager_rounding")),  # optimize's second file (eager_rounding_pass)
@@ -750,63 +797,93 @@ def out_of_gpu_memory(result: dict) -> bool:
 class LocalRunner:
     """A thread per worker slot; each job a fresh process with its slot's environment.
 
-    Where judges share a GPU (`--per-gpu` > 1), a job that ran out of GPU memory is queued once more beside the
-    others, every GPU section of its own exclusive (kfuse.gpulock, `sole`); if it runs out again, it is judged once
-    more at the end, alone on its GPU: the verdict then says what the problem and candidate need, not what the
-    neighbours held. (On the development set 7 of 115 jobs ran out beside the others; judged alone one after the
-    other, they were the last 430 s of a 1384 s run, 7 of 8 judges and most cores idle.)"""
+    Jobs start in the order they come, each on a free slot whose GPU has memory for it: the needs (`gpu_need`) of
+    the jobs running on a GPU add up to at most MEMORY_BUDGET of its memory, and a job needing more runs with its
+    GPU to itself. The first job in line that does not fit waits, and every job behind it (else the small ones
+    would keep a big one waiting to the end: on the development set, 11 of 115 jobs judged alone after all the
+    others were the last 300 s of a 1,581 s run, 7 of 8 judges and most cores idle).
 
-    def __init__(self, slots: list[dict]):
-        self.slots: queue.Queue = queue.Queue()
-        for slot in slots:
-            self.slots.put(slot)
+    A job that runs out of GPU memory all the same, beside other judges, is judged once more at once, next in line,
+    with its GPU to itself (and its GPU sections exclusive, kfuse.gpulock `sole`): the verdict then says what the
+    problem and candidate need, not what the neighbours held."""
+
+    def __init__(self, slots: list[dict], gpu_bytes: int | None = None):
+        self.free = list(slots)
         self.shared = any(gpulock.ENV in slot for slot in slots)
-        # Alone: the slot's environment without the lock, its build caches kept (the extension is built there
-        # already: without them each such job built it again, 10-15 s) and torch.compile's threads not capped.
-        dropped = (gpulock.ENV, gpulock.SHARERS_ENV, "TORCHINDUCTOR_COMPILE_THREADS")
-        self.alone = {k: v for k, v in slots[0].items() if k not in dropped} if self.shared else None
         self.workers = len(slots)
+        self.budget = int(MEMORY_BUDGET * gpu_bytes) if gpu_bytes else None
+        self.held: dict[str, int] = {}     # GPU -> the needs of the jobs running on it
+        self.running: dict[str, int] = {}  # GPU -> how many jobs run on it
+        self.whole: set[str] = set()       # GPUs a job has to itself
 
-    def _run(self, job: dict, slot: dict | None = None, sole: bool = False) -> dict:
-        taken = slot is None
-        slot = self.slots.get() if taken else slot
+    @staticmethod
+    def gpu_of(slot: dict) -> str:
+        return slot.get("CUDA_VISIBLE_DEVICES", "")
+
+    def place(self, job: dict, whole: bool) -> dict | None:
+        """A free slot for the job, or None: it waits."""
+        need = gpu_need(job)
+        for slot in self.free:
+            gpu = self.gpu_of(slot)
+            if gpu in self.whole:
+                continue
+            if not self.running.get(gpu):
+                return slot
+            if not whole and self.budget is not None and self.held.get(gpu, 0) + need <= self.budget:
+                return slot
+            if not whole and self.budget is None:
+                return slot
+        return None
+
+    def take(self, slot: dict, job: dict, whole: bool) -> None:
+        gpu = self.gpu_of(slot)
+        self.free.remove(slot)
+        self.running[gpu] = self.running.get(gpu, 0) + 1
+        self.held[gpu] = self.held.get(gpu, 0) + gpu_need(job)
+        if whole or (self.budget is not None and gpu_need(job) > self.budget):
+            self.whole.add(gpu)
+
+    def give_back(self, slot: dict, job: dict) -> None:
+        gpu = self.gpu_of(slot)
+        self.free.append(slot)
+        self.running[gpu] -= 1
+        self.held[gpu] -= gpu_need(job)
+        self.whole.discard(gpu)
+
+    def _run(self, job: dict, slot: dict, sole: bool = False) -> dict:
         try:
             return run_job_isolated(job, {**slot, gpulock.SOLE_ENV: "1"} if sole else slot)
         except Exception as err:  # bench's own failure around one job (a full disk...): that job, not the run
             return bench_failure(f"kfuse bench could not run this job: {first_line(err)}")
-        finally:
-            if taken:
-                self.slots.put(slot)
 
     def run(self, jobs: list[tuple[object, dict | Future]], on_start: Callable, on_done: Callable) -> None:
-        """Judge every job. A job may be a future of one (Pipeline): it is judged once the future has it, in the
-        order they come; a future of None is a problem with nothing to judge, an exception a bench failure.
-        Jobs with big inputs (`input_bytes`, BIG_INPUT_BYTES) take at most BIG_JOBS_AT_ONCE slots: their GPU
-        sections run one at a time (kfuse.gpulock, `big`), so more of them would only hold slots waiting."""
-        futures, coming, waiting_big = {}, {}, []
+        """Judge every job. A job may be a future of one (Pipeline): it joins the line once the future has it, in
+        the order they come; a future of None is a problem with nothing to judge, an exception a bench failure."""
+        futures, coming = {}, {}
+        line: collections.deque = collections.deque()  # (tag, job, again): waiting for a slot
         pending: set = set()
-        big_running = 0
         self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kfuse-bench")  # per run
 
-        def submit(tag, job, sole: bool = False) -> None:
-            nonlocal big_running
-            if is_big(job):
-                if big_running >= BIG_JOBS_AT_ONCE:
-                    waiting_big.append((tag, job, sole))
+        def dispatch() -> None:
+            while line:
+                tag, job, again = line[0]
+                slot = self.place(job, whole=again)
+                if slot is None:
                     return
-                big_running += 1
-            # (a sole job is a job judged again: on_start saw it already)
-            judged = self.pool.submit(self._started, tag, job, None if sole else on_start, sole)
-            futures[judged] = (tag, job, sole)
-            pending.add(judged)
+                line.popleft()
+                self.take(slot, job, whole=again)
+                # (a job judged again: on_start saw it already)
+                judged = self.pool.submit(self._started, tag, job, slot, None if again else on_start, again)
+                futures[judged] = (tag, job, slot, again)
+                pending.add(judged)
 
         for tag, job in jobs:
             if isinstance(job, Future):
                 coming[job] = tag
                 pending.add(job)
             else:
-                submit(tag, job)
-        again = []
+                line.append((tag, job, False))
+        dispatch()
         try:
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -820,26 +897,17 @@ class LocalRunner:
                                                        f"{first_line(err)}"))
                             continue
                         if job is not None:
-                            submit(tag, job)
+                            line.append((tag, job, False))
                         continue
-                    tag, job, sole = futures.pop(future)
-                    if is_big(job):
-                        big_running -= 1
-                        if waiting_big:
-                            submit(*waiting_big.pop(0))
+                    tag, job, slot, again = futures.pop(future)
+                    self.give_back(slot, job)
                     result = future.result()
-                    if self.shared and out_of_gpu_memory(result):
-                        if sole:  # out of memory even so: alone, at the end
-                            again.append((tag, job))
-                        else:
-                            submit(tag, job, sole=True)
+                    if self.shared and not again and out_of_gpu_memory(result):
+                        line.appendleft((tag, job, True))
                     else:
                         on_done(tag, result)
+                dispatch()
             self.pool.shutdown(wait=True)
-            for tag, job in again:  # every other job has finished: nothing else holds GPU memory now
-                if STOPPING.is_set():
-                    raise KeyboardInterrupt
-                on_done(tag, self._run(job, self.alone))
         except BaseException:
             for future in pending:
                 future.cancel()
@@ -847,12 +915,12 @@ class LocalRunner:
             self.pool.shutdown(wait=True, cancel_futures=True)
             raise
 
-    def _started(self, tag, job, on_start, sole=False):
+    def _started(self, tag, job, slot, on_start, again=False):
         if STOPPING.is_set():
             raise KeyboardInterrupt
         if on_start is not None:
             on_start(tag)
-        return self._run(job, sole=sole)
+        return self._run(job, slot, sole=again)
 
 
 STOPPING = threading.Event()
@@ -1019,12 +1087,16 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
     baselines = baselines_for(options)
     pipeline = None
     jobs: list[tuple[Problem, dict | Future]] = []
+    # Data bytes per problem (the start order, each job's GPU memory) and the GPU's memory (LocalRunner's ledger).
+    sizes, gpu_bytes = ({}, None) if options.ray else footprints(problems, job_environment(slots[0]))
+    if options.device != "cuda":
+        gpu_bytes = None
     if options.candidates is None and not options.ray:  # kfuse's own files: safe to build outside the judge
         cpus = os.cpu_count() or 1
         pipeline = Pipeline(Optimizer(options), admit, job_environment({**slots[0], "MAX_JOBS": "2"}),
                             optimizers=max(1, cpus // 2), builders=builders_for(cpus, len(slots)),
                             timeout=options.timeout)
-        jobs = list(zip(problems, pipeline.start(problems).values()))
+        jobs = list(zip(problems, pipeline.start(problems, sizes).values()))
         what = "each optimized, built and judged as soon as it can be"
     else:
         emitted = {}
@@ -1034,9 +1106,10 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
         for problem in problems:
             job = admit(problem, emitted.get(problem.id))
             if job is not None:
+                job["data_bytes"] = sizes.get(problem.path, 0)
                 jobs.append((problem, job))
         what = f"{len(jobs)} to run, {counts['cached']} from the cache"
-    runner = (RayRunner(options.ray, options) if options.ray else LocalRunner(slots)) if jobs else None
+    runner = (RayRunner(options.ray, options) if options.ray else LocalRunner(slots, gpu_bytes)) if jobs else None
     where = f"Ray ({options.ray})" if options.ray else (
         f"{len(slots)} worker{'s' if len(slots) > 1 else ''}" + (
             (" (one per GPU)" if options.per_gpu == 1 else f" ({options.per_gpu} per GPU, timing one at a time)")
@@ -1067,8 +1140,11 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
             after_record.append(refresh)
             refresh()
 
+        started: dict[str, float] = {}
+
         def on_start(problem: Problem) -> None:
             with lock:
+                started[problem.id] = time.perf_counter() - began
                 running.append(problem.id)
                 progress.update(task, description=describe_running(running))
 
@@ -1079,6 +1155,8 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
                     running.remove(problem.id)
                 if pipeline is not None and problem.id in pipeline.builds:
                     result["prebuild"] = pipeline.builds[problem.id]
+                # when it was judged, in this segment's seconds: where a run's tail comes from
+                result["judged_at_s"] = [round(started.get(problem.id, 0.0), 1), round(time.perf_counter() - began, 1)]
                 key = keys.get(problem.id)  # (none: the pipeline failed before it had one)
                 if not result.pop("infra", False) and key is not None:
                     write_atomically(out / "cache" / f"{key}.json",

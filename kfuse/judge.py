@@ -72,7 +72,7 @@ def new_verdict(problem: str, candidate: str, options: CheckOptions) -> dict:
         "problem": str(problem), "candidate": str(candidate), "extraction": None,
         "options": asdict(options), "environment": None, "static": [], "stage": None, "build_s": None,
         "kernelbench_pass": None, "trials": [], "timing": None, "error_log": None, "elapsed_s": None,
-        "stages_s": None, "gpu_wait_s": None,
+        "stages_s": None, "gpu_wait_s": None, "gpu_peak_bytes": None,
     }
 
 
@@ -243,6 +243,7 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
         verdict["kernelbench_pass"] = report.get("kernelbench_pass")
         verdict["timing"] = report.get("timing")
         verdict["gpu_wait_s"] = report.get("gpu_wait_s")
+        verdict["gpu_peak_bytes"] = report.get("gpu_peak_bytes")
     if timed_out:
         verdict["error_log"] = log_text[-LOG_TAIL_CHARS:]
         reasons = [f"timed out after {options.timeout:g} s while {verdict['stage']} (build included in the limit)"]

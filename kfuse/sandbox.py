@@ -256,6 +256,8 @@ def main(read_fd: int, write_fd: int) -> int:
         except Exception as err:  # anything else (out of memory making the timing inputs...): a verdict, said
             refusal = run_error(err, sandbox.who)
             reply = {"status": refusal.status, "message": refusal.message}
+        if sandbox.device is not None and sandbox.device.type == "cuda":
+            reply["peak_bytes"] = torch.cuda.max_memory_reserved(sandbox.device)  # (the judge's gpu_peak_bytes)
         wire.send(outgoing, reply, share_cuda=True)
         del reply
         # Cached blocks go back to the driver between trials (the worker may need them for a 6 GB problem), but

@@ -85,6 +85,7 @@ class CandidateProcess:
         os.close(up_write)
         self.requests = os.fdopen(down_write, "wb")
         self.replies = os.fdopen(up_read, "rb")
+        self.peak_bytes = 0  # its GPU memory at its peak so far (the caching allocator's, from its replies)
 
     def request(self, command: str, spin: bool = False, **fields) -> dict:
         """`spin`: busy-wait for the reply (a timed call), so this process is as warm afterwards as the
@@ -110,6 +111,7 @@ class CandidateProcess:
         except Exception as err:  # a reply that is not plain data (tensor subclasses, objects): refused
             raise Outcome("incorrect", f"{self.role} sent back something that is not plain "
                                        f"tensors ({describe_exception(err)})") from None
+        self.peak_bytes = max(self.peak_bytes, int(reply.get("peak_bytes") or 0))
         status = reply.get("status")
         if status != "ok":
             raise Outcome(status if isinstance(status, str) else "crashed", str(reply.get("message", "")))
@@ -187,13 +189,16 @@ class Judgement:
         except Exception as err:
             raise Outcome("usage", f"the problem's Model failed: {describe_exception(err)}") from None
         mutated = [i for i, (a, b) in enumerate(zip(inputs, pristine)) if not same_bits(a, b)]
-        del inputs
-        truth = self.float64_truth(before, pristine, seed)
+        # Emptied, not just unnamed (the caller's frame holds the lists until this returns): the float64 upcast
+        # is never held beside the inputs and their clone. A 6 GB problem needs that memory (kfuse.bench's
+        # JUDGE_COPIES counts on it).
+        inputs.clear()
+        upcast = [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in pristine]
+        pristine.clear()
+        truth = self.float64_truth(before, upcast, seed)
         return out, truth, mutated
 
-    def float64_truth(self, model: torch.nn.Module, inputs: list, seed: int):
-        upcast = [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in inputs]
-        del inputs
+    def float64_truth(self, model: torch.nn.Module, upcast: list, seed: int):
         torch.manual_seed(seed)
         try:
             model = model.to(torch.float64)
@@ -446,6 +451,14 @@ class Judgement:
             if self.timer is not None:  # (time_models closes it) the judgement ended early: its compile is not wanted
                 self.timer.close(at_once=True)
 
+    def gpu_peak_bytes(self) -> int | None:
+        """The judgement's GPU memory at its peak, at most: each process's own peak, summed (kfuse bench sizes
+        its ledger with JUDGE_COPIES; this is what a run can check it against)."""
+        if self.device.type != "cuda":
+            return None
+        helpers = [getattr(self, name, None) for name in ("candidate", "timer")]
+        return torch.cuda.max_memory_reserved(self.device) + sum(p.peak_bytes for p in helpers if p is not None)
+
     def refuse_random_reference(self) -> None:
         """A Model whose output depends on the RNG (dropout with p > 0 in training mode) cannot be compared
         elementwise with any other implementation: say so instead of failing every honest candidate."""
@@ -530,9 +543,11 @@ def main(spec_path: str, events_path: str) -> int:
     try:
         report = judgement.run()
         report["gpu_wait_s"] = round(judgement.gpu.waited_s, 3)
+        report["gpu_peak_bytes"] = judgement.gpu_peak_bytes()
         events.emit("outcome", status="correct", reasons=[], report=report)
     except Outcome as outcome:
         judgement.report["gpu_wait_s"] = round(judgement.gpu.waited_s, 3)
+        judgement.report["gpu_peak_bytes"] = judgement.gpu_peak_bytes()
         events.emit("outcome", status=outcome.status, reasons=outcome.reasons, report=judgement.report)
     except Exception as err:  # a failure of the judge itself: say so plainly, with the traceback in the log
         traceback.print_exc()

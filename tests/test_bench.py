@@ -231,39 +231,53 @@ def test_jobs_that_come_later_are_judged_and_a_failed_preparation_is_one_problem
     assert dict((t, s) for t, s, _ in done)["d"] == "crashed" and "OSError: disk full" in crashed[0]
 
 
-def test_jobs_with_big_inputs_take_at_most_two_slots(monkeypatch):
-    """Big jobs run their GPU sections one at a time (gpulock's `big`): LocalRunner lets two of them hold slots,
-    so the other slots keep judging small problems; every job is still judged."""
-    lock, running, most, order = threading.Lock(), {"big": 0}, {"big": 0}, []
+def test_jobs_share_a_gpu_within_its_memory_and_one_too_big_for_it_runs_with_the_gpu_to_itself(monkeypatch):
+    """LocalRunner's ledger: the jobs running on a GPU never need more than MEMORY_BUDGET of its memory together
+    (gpu_need: JUDGE_COPIES x data bytes + a judge's overhead), a job needing more than that runs with nothing
+    beside it, and the first job in line that does not fit holds back the jobs behind it; every job is judged."""
+    gib = 1 << 30
+    gpu_bytes = 100 * gib
+    budget = bench_module.MEMORY_BUDGET * gpu_bytes
+    lock, running, log = threading.Lock(), {}, []
 
     def fake_job(job, env=None):
-        big = job["input_bytes"] >= bench_module.BIG_INPUT_BYTES
         with lock:
-            running["big"] += big
-            most["big"] = max(most["big"], running["big"])
-            order.append(job["id"])
-        time.sleep(0.1 if big else 0.02)
+            running[job["id"]] = bench_module.gpu_need(job)
+            log.append((job["id"], dict(running)))
+        time.sleep(0.05)
         with lock:
-            running["big"] -= big
+            del running[job["id"]]
         return {"status": "correct", "reasons": []}
 
     monkeypatch.setattr(bench_module, "run_job_isolated", fake_job)
-    jobs = [(k, {"id": k, "input_bytes": (8 << 30) if k < 6 else 0}) for k in range(12)]
+    data = {"huge": 20 * gib, "big1": 9 * gib, "big2": 9 * gib, **{f"small{k}": gib // 8 for k in range(6)}}
+    jobs = [(name, {"id": name, "data_bytes": size}) for name, size in data.items()]
+    slots = [{"CUDA_VISIBLE_DEVICES": "0", "KFUSE_GPU_LOCK": "x"}] * 4
     done = []
-    LocalRunner([{}] * 4).run(jobs, lambda tag: None, lambda tag, result: done.append(tag))
-    assert sorted(done) == list(range(12)) and most["big"] == bench_module.BIG_JOBS_AT_ONCE == 2
-    assert set(order[:4]) == {0, 1, 6, 7}  # the small ones went ahead of the waiting big ones
+    LocalRunner(slots, gpu_bytes).run(jobs, lambda tag: None, lambda tag, result: done.append(tag))
+    assert sorted(done) == sorted(data)
+    assert bench_module.gpu_need({"data_bytes": 20 * gib}) > budget > bench_module.gpu_need({"data_bytes": 9 * gib})
+    for name, beside in log:
+        assert len(beside) == 1 or sum(beside.values()) <= budget, (name, beside)
+    assert all(len(beside) == 1 for name, beside in log if name == "huge" or "huge" in beside)
+    assert not any({"big1", "big2"} <= set(beside) for _, beside in log)  # 2 x 47 GiB do not fit in 90
+    assert [name for name, _ in log][:2] == ["huge", "big1"]  # in line: the small ones wait behind
 
 
-def test_out_of_gpu_memory_beside_other_judges_runs_again_alone(monkeypatch, tmp_path):
-    """A job that ran out of GPU memory while judges shared the GPU is judged once more at once, its GPU sections
-    exclusive (KFUSE_GPU_SOLE); out of memory again, once more after all the others, alone on the GPU (no shared
-    lock, the build caches kept); what it gets then is its verdict."""
-    calls = []
+def test_out_of_gpu_memory_beside_other_judges_runs_again_at_once_with_the_gpu_to_itself(monkeypatch, tmp_path):
+    """A job that ran out of GPU memory while judges shared the GPU is judged once more, next in line, with
+    nothing else on its GPU (and its GPU sections exclusive, KFUSE_GPU_SOLE); what it gets then is its verdict."""
+    calls, lock, running = [], threading.Lock(), set()
 
     def fake_job(job, env=None):
-        calls.append((job["id"], dict(env)))
-        if job["id"] in (2, 5) and "KFUSE_GPU_LOCK" in env:
+        with lock:
+            again = (job["id"], bool(env.get("KFUSE_GPU_SOLE")))
+            calls.append((job["id"], dict(env), set(running)))
+            running.add(again)
+        time.sleep(0.02)
+        with lock:
+            running.discard(again)
+        if job["id"] in (2, 5) and not env.get("KFUSE_GPU_SOLE"):
             return {"status": "unsupported", "reasons": ["get_inputs() failed: OutOfMemoryError: CUDA out of memory"]}
         if job["id"] == 5:
             return {"status": "crashed", "reasons": ["the candidate ran out of memory (CUDA out of memory)"]}
@@ -271,44 +285,16 @@ def test_out_of_gpu_memory_beside_other_judges_runs_again_alone(monkeypatch, tmp
 
     monkeypatch.setattr(bench_module, "run_job_isolated", fake_job)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
     slots = worker_slots(BenchOptions(device="cuda", per_gpu=3, out=tmp_path))
-    for slot in slots:
-        slot["TORCH_EXTENSIONS_DIR"] = str(tmp_path / "extensions")
     started, done = [], []
-    LocalRunner(slots).run([(k, {"id": k}) for k in range(8)], started.append,
-                           lambda tag, result: done.append((tag, result["status"])))
+    LocalRunner(slots, 80 << 30).run([(k, {"id": k, "data_bytes": 1 << 20}) for k in range(8)], started.append,
+                                     lambda tag, result: done.append((tag, result["status"])))
     assert dict(done) == {**{k: "correct" for k in range(8)}, 5: "crashed"}
-    assert [tag for tag, _ in done][-2:] in ([2, 5], [5, 2])  # after every shared job
-    assert sorted(started) == list(range(8))  # (each job shown as started once)
-    sole = [tag for tag, env in calls if env.get("KFUSE_GPU_SOLE") and "KFUSE_GPU_LOCK" in env]
-    alone = [env for tag, env in calls if "KFUSE_GPU_LOCK" not in env]
-    assert sorted(sole) == [2, 5] and len(calls) == 12
-    assert alone == [{"CUDA_VISIBLE_DEVICES": "0", "TORCH_EXTENSIONS_DIR": str(tmp_path / "extensions")}] * 2
+    assert sorted(started) == list(range(8)) and len(calls) == 10  # (each job shown as started once)
+    again = [(tag, beside) for tag, env, beside in calls if env.get("KFUSE_GPU_SOLE")]
+    assert sorted(tag for tag, _ in again) == [2, 5] and all(not beside for _, beside in again)
+    assert not any(sole for _, _, beside in calls for _, sole in beside)  # nothing started beside them either
     assert not bench_module.out_of_gpu_memory({"status": "incorrect", "reasons": ["out of memory"]})
-
-
-def test_out_of_gpu_memory_once_then_fine_with_its_gpu_sections_exclusive_is_not_judged_alone(monkeypatch, tmp_path):
-    """Out of memory beside the others, then fine beside them with its GPU sections to itself: that is its
-    verdict (no third judgement alone at the end)."""
-    calls = []
-
-    def fake_job(job, env=None):
-        calls.append((job["id"], dict(env)))
-        if job["id"] == 0 and not env.get("KFUSE_GPU_SOLE"):
-            return {"status": "crashed", "reasons": ["torch.OutOfMemoryError: CUDA out of memory"]}
-        time.sleep(0.05)
-        return {"status": "correct", "reasons": []}
-
-    monkeypatch.setattr(bench_module, "run_job_isolated", fake_job)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    slots = worker_slots(BenchOptions(device="cuda", per_gpu=2, out=tmp_path))
-    done = []
-    LocalRunner(slots).run([(k, {"id": k}) for k in range(8)], lambda tag: None,
-                           lambda tag, result: done.append((tag, result["status"])))
-    assert dict(done) == {k: "correct" for k in range(8)} and len(calls) == 9
-    assert all("KFUSE_GPU_LOCK" in env for _, env in calls)
-    assert [tag for tag, env in calls if env.get("KFUSE_GPU_SOLE")] == [0]
 
 
 def test_a_bench_job_leaves_the_gpu_check_to_the_worker(monkeypatch):
@@ -583,8 +569,9 @@ def test_ray_local_cluster(tmp_path):
 
 
 def test_problems_with_big_inputs_start_first_taking_turns_with_the_rest(tmp_path):
-    """bench_module.start_order: problems judged alone (inputs of 2 GiB and more) go first, largest first, each followed by
-    one of the rest; the rest alternate between the largest and smallest files. input_bytes counts on meta."""
+    """bench_module.start_order: problems with big data (2 GiB and more) go first, largest first, each followed by
+    one of the rest; the rest alternate between the largest and smallest files. footprints counts inputs and
+    outputs on meta."""
     files = {"big": "(64, 1024, 1024, 16)", "huge": "(128, 1024, 1024, 16)", "small": "(4, 4)"}
     problems = []
     for name, shape in files.items():
@@ -596,8 +583,8 @@ def test_problems_with_big_inputs_start_first_taking_turns_with_the_rest(tmp_pat
         path = tmp_path / f"{name}.py"
         path.write_text(padding + (tmp_path / "small.py").read_text())
         problems.append(bench_module.Problem(name, path))
-    sizes = bench_module.input_bytes(problems, bench_module.job_environment(None))
-    assert sizes[tmp_path / "huge.py"] == 128 * 1024 * 1024 * 16 * 4 and sizes[tmp_path / "small.py"] == 64
+    sizes, _ = bench_module.footprints(problems, bench_module.job_environment(None))
+    assert sizes[tmp_path / "huge.py"] == 2 * 128 * 1024 * 1024 * 16 * 4 and sizes[tmp_path / "small.py"] == 2 * 64
     order = [p.id for p in bench_module.start_order(problems, sizes)]
     assert order == ["huge", "long_file", "big", "small", "short_file"]
     assert {p.id for p in bench_module.start_order(problems, {})} == set(order)  # no sizes: file sizes alone

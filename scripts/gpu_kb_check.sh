@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# KernelBench's own judge (kb_check.py from ../shared/kernelbench/harness, carried as .devset/harness) on the files
+# a `kfuse bench` run emitted: every pair whose problem id matches one of the patterns, PARALLEL pairs at a time
+# (correctness only is comparable then: timings of pairs judged side by side are not). Writes KB_JSONL, one line
+# per pair: {"problem", "candidate", ...kb_check's fields}.
+#
+#   scripts/gpu_kb_check.sh BENCH_OUT LEVELS_DIR KB_JSONL PARALLEL PATTERN...
+#   e.g. scripts/gpu_kb_check.sh bench-out/run/out .devset $OUT/kb.jsonl 8 'level3/*' 'level2/1[0-9]_*'
+set -uo pipefail
+out=$1 levels=$2 jsonl=$3 parallel=$4
+shift 4
+pairs=()
+for pattern in "$@"; do
+    for problem in "$levels"/$pattern.py; do
+        candidate="$out/candidates/$(basename "$problem" .py)_new.py"
+        [ -f "$candidate" ] && pairs+=("$problem" "$candidate")
+    done
+done
+echo "kb_check: $(( ${#pairs[@]} / 2 )) pairs, $parallel at a time"
+tmp=$(mktemp -d)
+for ((i = 0; i < ${#pairs[@]}; i += 2)); do
+    echo "${pairs[i]} ${pairs[i+1]}"
+done | xargs -P "$parallel" -L 1 sh -c '
+    name=$(basename "$1" .py)
+    python3 '"$levels"'/harness/kb_check.py --json '"$tmp"'/$name.json "$1" "$2" >'"$tmp"'/$name.log 2>&1
+    tail -n 2 '"$tmp"'/$name.log' _
+python3 - "$tmp" "$jsonl" <<'PY'
+import json, sys
+from pathlib import Path
+rows = []
+for path in sorted(Path(sys.argv[1]).glob("*.json")):
+    for candidate, result in json.loads(path.read_text()).items():
+        rows.append({"problem": path.stem, "candidate": candidate, **result})
+Path(sys.argv[2]).write_text("".join(json.dumps(r) + "\n" for r in rows))
+print(f"{sum(bool(r.get('correct')) for r in rows)}/{len(rows)} correct by KernelBench's judge; "
+      f"{sum(bool(r.get('static_valid')) for r in rows)}/{len(rows)} statically valid")
+PY
