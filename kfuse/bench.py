@@ -587,10 +587,12 @@ def start_order(problems: list[Problem], sizes: dict[Path, int]) -> list[Problem
     return order
 
 
-# A judgement's GPU memory at its peak, in copies of the problem's data (inputs plus outputs, fp32): the worker's
-# reference call holds 2.5 (the output, the float64 upcast of the inputs and the float64 truth, kfuse.worker's
-# reference_call), the candidate's process 2 (its inputs, its output, and for the determinism trial two more
-# outputs), and the rest is slack for the intermediates of a float64 forward.
+# A judgement's GPU memory at its peak, in copies of the problem's data (`footprints`: inputs, outputs, parameters
+# and the largest intermediate, fp32): the worker's reference call holds 2.5 (the output, the float64 upcast of the
+# inputs and the float64 truth, kfuse.worker's reference_call), the candidate's process 2 (its inputs, its output,
+# and for the determinism trial two more outputs), and the rest is slack. Measured: three norms with 14 GiB of data
+# were judged alone on an 80 GB H100, so at most 5.3x there; the sums of each process's own peak, an upper bound
+# (the processes peak at different stages), were 7.8-11x on the development set's big problems on an H200.
 JUDGE_COPIES = 5
 # ...plus what a judge holds whatever the problem: three CUDA contexts, cuBLAS and cuDNN workspaces, torch.compile.
 JUDGE_OVERHEAD_BYTES = 2 << 30
@@ -607,23 +609,29 @@ def gpu_need(job: dict) -> int:
 # Run in a process of its own: a problem file is code, imported only outside the bench's own process.
 _FOOTPRINTS = r"""
 import json, signal, sys, torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from kfuse.problem import load_problem, make_inputs
 
 def nbytes(values):
-    flat = []
-    def walk(v):
-        if isinstance(v, torch.Tensor):
-            flat.append(v.numel() * v.element_size())
-        elif isinstance(v, (list, tuple)):
-            for x in v:
-                walk(x)
-        elif isinstance(v, dict):
-            for x in v.values():
-                walk(x)
-    walk(values)
-    return sum(flat)
+    if isinstance(values, torch.Tensor):
+        return values.numel() * values.element_size()
+    if isinstance(values, (list, tuple)):
+        return sum(nbytes(v) for v in values)
+    if isinstance(values, dict):
+        return sum(nbytes(v) for v in values.values())
+    return 0
 
-class Late(Exception):
+class Largest(TorchDispatchMode):  # the largest tensor any op of the forward makes (attention's scores, say)
+    def __init__(self):
+        super().__init__()
+        self.most = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.most = max(self.most, nbytes(out))
+        return out
+
+class Late(BaseException):  # (not an Exception: load_problem would report it as the problem's own error)
     pass
 
 def late(*_):
@@ -634,14 +642,21 @@ meta = torch.device("meta")
 sizes = {}
 for path in sys.argv[1:]:
     try:
+        signal.setitimer(signal.ITIMER_REAL, 5.0)  # a problem that hangs on import is the judge's to report
         problem, init = load_problem(path)
         inputs = make_inputs(problem, 0, meta)
         sizes[path] = nbytes(inputs)
-        # The outputs' shapes, without a byte of data; two seconds at most (an LSTM takes a minute on meta).
+        # The rest without a byte of data, two seconds at most (an LSTM takes a minute on meta): the outputs, the
+        # parameters and buffers, and the largest intermediate.
         signal.setitimer(signal.ITIMER_REAL, 2.0)
+        largest = Largest()
         with torch.device(meta), torch.no_grad():
-            sizes[path] += nbytes(problem.Model(*init)(*inputs))
-    except Exception:
+            model = problem.Model(*init)
+            with largest:
+                out = model(*inputs)
+        sizes[path] += nbytes(out) + nbytes(list(model.parameters()) + list(model.buffers()))
+        sizes[path] += max(0, largest.most - nbytes(out))
+    except (Exception, Late):
         pass  # (data-dependent shapes, .item(), too slow: the inputs alone, or nothing)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -1089,8 +1104,11 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
     baselines = baselines_for(options)
     pipeline = None
     jobs: list[tuple[Problem, dict | Future]] = []
-    # Data bytes per problem (the start order, each job's GPU memory) and the GPU's memory (LocalRunner's ledger).
-    sizes, gpu_bytes = ({}, None) if options.ray else footprints(problems, job_environment(slots[0]))
+    # Data bytes per problem (the pipeline's start order, each job's GPU memory) and the GPU's memory (LocalRunner's
+    # ledger); a helper process that imports torch and every problem, so only where they are used.
+    sizes, gpu_bytes = {}, None
+    if not options.ray and (options.device == "cuda" or options.candidates is None):
+        sizes, gpu_bytes = footprints(problems, job_environment(slots[0]))
     if options.device != "cuda":
         gpu_bytes = None
     if options.candidates is None and not options.ray:  # kfuse's own files: safe to build outside the judge

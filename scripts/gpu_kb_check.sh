@@ -6,9 +6,17 @@
 #
 #   scripts/gpu_kb_check.sh BENCH_OUT LEVELS_DIR KB_JSONL PARALLEL PATTERN...
 #   e.g. scripts/gpu_kb_check.sh bench-out/run/out .devset $OUT/kb.jsonl 8 'level3/*' 'level2/1[0-9]_*'
+#
+# KernelBench's package imports pydantic, which the GPU machine lacks and cannot download: put its wheels (for
+# Python 3.12) in LEVELS_DIR/wheels first, e.g. `pip download --python-version 3.12 --only-binary=:all:
+# --platform manylinux2014_x86_64 -d .devset/wheels pydantic requests`. 14 pairs at once ran out of GPU memory on
+# an H200 where problems have 6-8 GB inputs; 3 at once did not.
 set -uo pipefail
 out=$1 levels=$2 jsonl=$3 parallel=$4
 shift 4
+if [ -d "$levels/wheels" ]; then
+    python3 -m pip install -q --no-index --find-links "$levels/wheels" pydantic requests 2>&1 | grep -v WARNING
+fi
 pairs=()
 for pattern in "$@"; do
     for problem in "$levels"/$pattern.py; do
