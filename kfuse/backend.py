@@ -1,0 +1,138 @@
+"""kfuse as a torch.compile backend: `torch.compile(model, backend="kfuse")`, registered through PyTorch's
+`torch_dynamo_backends` entry point (pyproject.toml), so installing kfuse is enough.
+
+Dynamo hands the backend each graph it captured: a GraphModule whose inputs are the call's tensors and, since
+PyTorch 2.5, the module's parameters and buffers. kfuse compiles it the way `kfuse optimize` compiles a problem's
+Model: torch.export (on the meta device), the same plan, the same kernels and precision rules, built with
+load_inline under a name that carries a hash of the sources (torch's extension cache then serves a second
+process without a build). Inference only. Guards and recompiles stay Dynamo's.
+
+A graph kfuse cannot compile, or has no kernel for, runs with the default backend (Inductor) instead, and the
+reason is logged in one line (logger `kfuse.backend`; `KFUSE_BACKEND_FALLBACK=eager` runs such graphs as Dynamo
+gave them). A call that would need gradients is refused with a clear error: kfuse's kernels have no backward.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import operator
+import os
+from typing import Callable
+
+import torch
+
+from kfuse.capture import CaptureError, capture
+from kfuse.codegen import REGISTRATION, Sources, generate
+from kfuse.plan import add_convolution_epilogues, plan
+
+log = logging.getLogger("kfuse.backend")
+
+
+class NotCompiled(Exception):
+    """Why kfuse leaves a graph to the default backend (one sentence)."""
+
+
+def kfuse(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """The backend: kfuse's compiled forward for the graph, or the default backend's where kfuse has none."""
+    try:
+        return compile_graph(gm, example_inputs)
+    except NotCompiled as why:
+        fallback = os.environ.get("KFUSE_BACKEND_FALLBACK", "inductor")
+        log.warning("kfuse: graph of %d nodes left to %s: %s", len(gm.graph.nodes), fallback, why)
+        if fallback == "eager":
+            return gm.forward
+        from torch._inductor.compile_fx import compile_fx
+
+        return compile_fx(gm, example_inputs)
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """kfuse's forward for the graph. NotCompiled where kfuse cannot compile it or has no kernel for it."""
+    if not all(isinstance(t, torch.Tensor) for t in example_inputs):
+        raise NotCompiled("the graph takes numbers or symbolic sizes (dynamic shapes); kfuse compiles static shapes")
+    refuse_gradients(example_inputs)
+    devices = {t.device.type for t in example_inputs} - {"meta"}
+    if len(devices) > 1 or not devices <= {"cpu", "cuda"}:
+        raise NotCompiled(f"the graph's tensors are on {', '.join(sorted(devices))}; kfuse compiles for one of "
+                          f"cpu or cuda")
+    target = devices.pop() if devices else "cpu"
+    # Captured on meta, as `kfuse optimize` does: the graph is the same on every device and sizes are read again at
+    # run time. (Its own constants, if any, go to meta with it.)
+    meta_gm = gm_on_meta(gm)
+    meta_inputs = [t.to("meta") for t in example_inputs]
+    try:
+        captured = capture(meta_gm, meta_inputs)
+    except CaptureError as err:
+        raise NotCompiled(str(err)) from None
+    if captured.buffer_updates:
+        raise NotCompiled("the graph updates buffers in place (training mode); kfuse's backend compiles inference")
+    structure = captured.structure
+    flat = structure == "tensor" or (structure[0] in ("tuple", "list")
+                                     and all(part == "tensor" for part in structure[1]))
+    if not flat:
+        raise NotCompiled("the graph returns a nested structure")
+    add_convolution_epilogues(captured, target, "fp32")
+    steps = plan(captured.graph, target, "fp32")
+    if not (steps.kernels or steps.reductions or steps.attentions or steps.windows or steps.gemms or steps.recurrents
+            or steps.convolutions):
+        raise NotCompiled(f"kfuse has no kernel for it yet (ops: "
+                          f"{', '.join(sorted({c.op for c in steps.library_calls})) or 'none'})")
+    try:
+        sources = generate(captured, steps, target)
+    except NotImplementedError as err:
+        raise NotCompiled(str(err)) from None
+    module = build(sources)
+    # The extension's arguments: the graph's tensors in the order capture found them, constants by their path.
+    take = [operator.itemgetter(i.target) if i.kind == "user" else constant(gm, i.target)
+            for i in captured.inputs if i.dtype is not None]
+    single = structure == "tensor"
+    log.info("kfuse: graph of %d nodes compiled into %d kernels (%s)", len(gm.graph.nodes), len(sources.kernels),
+             ", ".join(k["name"] for k in sources.kernels))
+
+    def forward(*args):
+        refuse_gradients(args)
+        tensors = [get(args) for get in take]
+        out = module.forward(tensors) if sources.packed else module.forward(*tensors)
+        return (out,) if single else tuple(out)
+
+    forward.kfuse_kernels = [k["name"] for k in sources.kernels]  # (what it became: tests and curious users)
+    return forward
+
+
+def refuse_gradients(tensors) -> None:
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors):
+        raise RuntimeError("kfuse's torch.compile backend compiles inference only: its kernels have no backward. "
+                           "Call the model under torch.no_grad() (or torch.inference_mode()), or compile it with "
+                           "the default backend to train it")
+
+
+def gm_on_meta(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy of the graph module with its own tensors (constants Dynamo lifted into it) on the meta device."""
+    copy = torch.fx.GraphModule(gm, gm.graph)
+    return copy.to("meta")
+
+
+def constant(gm: torch.fx.GraphModule, path: str) -> Callable:
+    value = operator.attrgetter(path)(gm)
+    return lambda args: value
+
+
+def build(sources: Sources):
+    """The sources as an extension module, with the flags an emitted file builds them with (kfuse.emit)."""
+    from torch.utils.cpp_extension import load_inline
+
+    digest = hashlib.sha256((sources.cpp + (sources.cuda or "")).encode()).hexdigest()[:16]
+    options = {"name": f"kfuse_graph_{digest}", "cpp_sources": sources.cpp + REGISTRATION,
+               "is_python_module": True, "verbose": False}
+    if "no_implicit_headers" in load_inline.__code__.co_varnames:
+        options["no_implicit_headers"] = True
+    if sources.cuda is not None:
+        arch = []
+        if sources.sm90a and torch.cuda.device_count() > 0 and all(
+                torch.cuda.get_device_capability(i) == (9, 0) for i in range(torch.cuda.device_count())):
+            arch = ["-gencode=arch=compute_90a,code=sm_90a", "-DKF_SM90A", "-DKF_ONLY_SM90A"]
+        options.update(cuda_sources=sources.cuda, extra_cflags=["-O1"], extra_cuda_cflags=["-O3"] + arch)
+    else:
+        options.update(extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])
+    return load_inline(**options)

@@ -1,0 +1,66 @@
+"""torch.compile(model, backend="kfuse") on the CPU target: found through the entry point, kfuse's kernels for the
+graph it can compile, the default backend (here eager, KFUSE_BACKEND_FALLBACK) with the reason for one it cannot,
+and a clear error where gradients are wanted."""
+
+import logging
+
+import pytest
+import torch
+
+
+class LinearNormGelu(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(24, 40)
+        self.norm = torch.nn.BatchNorm1d(40)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.norm(self.linear(x))) * 2.0
+
+
+def make_model():
+    torch.manual_seed(0)
+    model = LinearNormGelu().eval()
+    with torch.no_grad():  # running statistics that are not the identity
+        model.norm.running_mean.uniform_(-0.5, 0.5)
+        model.norm.running_var.uniform_(0.5, 2.0)
+    return model
+
+
+def test_the_backend_is_registered_by_installing_kfuse():
+    from torch._dynamo import list_backends
+
+    assert "kfuse" in list_backends(exclude_tags=())
+
+
+def test_a_model_compiled_with_kfuse_runs_kfuse_s_kernels_and_matches_eager(caplog):
+    torch._dynamo.reset()
+    model = make_model()
+    compiled = torch.compile(model, backend="kfuse")
+    with caplog.at_level(logging.INFO, logger="kfuse.backend"), torch.no_grad():
+        for rows in (7, 7):  # (the second call reuses the compiled graph)
+            x = torch.randn(rows, 24)
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+    compiled_logs = [r.getMessage() for r in caplog.records if "compiled into" in r.getMessage()]
+    assert compiled_logs == ["kfuse: graph of 12 nodes compiled into 2 kernels (gemm_linear, fused_batch_norm_gelu_mul)"]
+
+
+def test_a_graph_without_a_kfuse_kernel_runs_with_the_fallback_and_says_why(caplog, monkeypatch):
+    torch._dynamo.reset()
+    monkeypatch.setenv("KFUSE_BACKEND_FALLBACK", "eager")
+
+    def reshaped(x):
+        return x.reshape(6, 4).t()
+
+    compiled = torch.compile(reshaped, backend="kfuse")
+    x = torch.randn(4, 6)
+    with caplog.at_level(logging.WARNING, logger="kfuse.backend"), torch.no_grad():
+        assert torch.equal(compiled(x), reshaped(x))
+    assert any("left to eager: kfuse has no kernel for it yet" in r.getMessage() for r in caplog.records)
+
+
+def test_gradients_are_refused_with_a_clear_error():
+    torch._dynamo.reset()
+    compiled = torch.compile(make_model(), backend="kfuse")
+    with pytest.raises(Exception, match="compiles inference only"):
+        compiled(torch.randn(5, 24)).sum().backward()
