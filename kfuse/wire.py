@@ -12,6 +12,7 @@ waits on the sender's event and copies on its own GPU, instead of a round trip t
 from __future__ import annotations
 
 import io
+import os
 import select
 import struct
 import time
@@ -79,13 +80,22 @@ def _read_exactly(stream, n: int) -> bytes:
     return b"".join(chunks)
 
 
+SPIN = (os.cpu_count() or 1) >= 3
+
+
 def spin_until_readable(stream, seconds: float) -> None:
     """Busy-wait up to `seconds` for the next message instead of sleeping in read().
 
     Used around timed calls only, so that a process does not time its next call straight after waking from a sleep
     (on another CPU core, with cold caches). On an H100 it moved the candidate's ReLU from 0.97-0.98x to
     0.99-1.00x eager (results/timing-spin-...log); the rest of that bias went with timing eager in a process of its
-    own as well (kfuse.sandbox)."""
+    own as well (kfuse.sandbox).
+
+    Not with fewer cores than the three processes that spin while timing (the judge's worker, the candidate's and
+    the reference's): they would take turns on the cores, each round trip waiting for a time slice (a CPU-target
+    bench of one small problem spent 27 s timing on 2 cores)."""
+    if not SPIN:
+        return
     fd, deadline = stream.fileno(), time.perf_counter() + seconds
     while not select.select([fd], [], [], 0)[0] and time.perf_counter() < deadline:
         pass
