@@ -29,7 +29,8 @@ def test_spinning_returns_as_soon_as_a_message_is_there():
     assert wire.receive(incoming) == {"ms": 1.0}
 
 
-def test_spinning_gives_up_after_its_time_and_a_closed_peer_ends_it():
+def test_spinning_gives_up_after_its_time_and_a_closed_peer_ends_it(monkeypatch):
+    monkeypatch.setattr(wire, "SPIN", True)  # (as on a machine of three cores or more)
     incoming, outgoing = pipe()
     began = time.perf_counter()
     wire.spin_until_readable(incoming, seconds=0.05)
@@ -41,3 +42,11 @@ def test_spinning_gives_up_after_its_time_and_a_closed_peer_ends_it():
     except wire.PeerGone:
         return
     raise AssertionError("receive did not report the closed peer")
+
+
+def test_no_spinning_on_fewer_cores_than_the_spinning_processes(monkeypatch):
+    monkeypatch.setattr(wire, "SPIN", False)
+    incoming, _ = pipe()
+    began = time.perf_counter()
+    wire.spin_until_readable(incoming, seconds=5.0)
+    assert time.perf_counter() - began < 0.5
