@@ -40,7 +40,7 @@ torch::Tensor linear_relu(torch::Tensor x, torch::Tensor weight, torch::Tensor b
 """
 
 module = load_inline(
-    name="corpus_cpu_linear_snapshot",
+    name="corpus_cpu_linear_honest",
     cpp_sources=cpp_source,
     functions=["linear_relu"],
     verbose=False,
