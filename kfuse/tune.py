@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kfuse import choices
 from kfuse.errors import UsageError
-from kfuse.judge import CheckOptions, check
+from kfuse.judge.verdict import CheckOptions, check
 from kfuse.loader import check_problem_source
 from kfuse.optimize import optimize
 

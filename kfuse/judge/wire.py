@@ -85,7 +85,7 @@ def spin_until_readable(stream, seconds: float) -> None:
     Used around timed calls only, so that a process does not time its next call straight after waking from a sleep
     (on another CPU core, with cold caches). On an H100 it moved the candidate's ReLU from 0.97-0.98x to
     0.99-1.00x eager (results/timing-spin-...log); the rest of that bias went with timing eager in a process of its
-    own as well (kfuse.sandbox)."""
+    own as well (kfuse.judge.sandbox)."""
     fd, deadline = stream.fileno(), time.perf_counter() + seconds
     while not select.select([fd], [], [], 0)[0] and time.perf_counter() < deadline:
         pass
