@@ -109,9 +109,9 @@ def check_command(problem, candidate, device, trials, timeout, seed, compile_mod
 def optimize_command(problem, output, device, precision, no_check, no_timing, eager_rounding, compile_modes, timeout,
                      json_path):
     """Compile PROBLEM's Model into fused kernels: write ModelNew, then judge it like `kfuse check`."""
-    from kfuse import choices
+    from kfuse.kernels import choices
     from kfuse.judge.verdict import CheckOptions
-    from kfuse.optimize import optimize
+    from kfuse.compiler.optimize import optimize
 
     output = output or problem.with_name(f"{problem.stem}_new.py")
     try:
@@ -151,8 +151,8 @@ def _eager_rounding_fallback(problem: Path, output: Path, device: str, precision
     before an exp, TF32 calls the planner's probe did not see): plan again with every op kept as eager's call
     that a kernel would round otherwise (Choices.eager_bits "all"). The new file replaces the first one only if
     the judge finds it correct."""
-    from kfuse import choices
-    from kfuse.optimize import optimize
+    from kfuse.kernels import choices
+    from kfuse.compiler.optimize import optimize
 
     click.echo("kfuse: correct-parity (as accurate as eager, not within 1e-4 of it): planning again with eager's "
                "own rounding wherever a kernel would differ", err=True)
