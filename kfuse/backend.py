@@ -22,9 +22,9 @@ from typing import Callable
 
 import torch
 
-from kfuse.capture import CaptureError, capture
-from kfuse.codegen import REGISTRATION, Sources, generate
-from kfuse.plan import add_convolution_epilogues, plan
+from kfuse.compiler.capture import CaptureError, capture
+from kfuse.compiler.codegen import REGISTRATION, Sources, generate
+from kfuse.compiler.plan import add_convolution_epilogues, plan
 
 log = logging.getLogger("kfuse.backend")
 

@@ -27,8 +27,8 @@ def judge_with_progress(problem: Path, candidate: Path, options) -> dict:
     """`kfuse check`'s verdict with a spinner naming the current stage; the summary printed after."""
     from rich.console import Console
 
-    from kfuse.judge import check
-    from kfuse.report import print_verdict
+    from kfuse.judge.verdict import check
+    from kfuse.judge.report import print_verdict
 
     try:
         with Console(stderr=True).status("starting", spinner="dots") as status:
@@ -81,7 +81,7 @@ def main() -> None:
 def check_command(problem, candidate, device, trials, timeout, seed, compile_modes, no_timing, min_seconds,
                   memory_limit_gb, all_trials, precision, json_path):
     """Judge CANDIDATE (a .py with ModelNew, or an answer .txt/.md) against PROBLEM (KernelBench format)."""
-    from kfuse.judge import CheckOptions
+    from kfuse.judge.verdict import CheckOptions
 
     options = CheckOptions(device=device, trials=trials, timeout=timeout, seed=seed, time=not no_timing,
                            compile_modes=parse_compile_modes(compile_modes), min_seconds=min_seconds,
@@ -109,9 +109,9 @@ def check_command(problem, candidate, device, trials, timeout, seed, compile_mod
 def optimize_command(problem, output, device, precision, no_check, no_timing, eager_rounding, compile_modes, timeout,
                      json_path):
     """Compile PROBLEM's Model into fused kernels: write ModelNew, then judge it like `kfuse check`."""
-    from kfuse import choices
-    from kfuse.judge import CheckOptions
-    from kfuse.optimize import optimize
+    from kfuse.kernels import choices
+    from kfuse.judge.verdict import CheckOptions
+    from kfuse.compiler.optimize import optimize
 
     output = output or problem.with_name(f"{problem.stem}_new.py")
     try:
@@ -151,8 +151,8 @@ def _eager_rounding_fallback(problem: Path, output: Path, device: str, precision
     before an exp, TF32 calls the planner's probe did not see): plan again with every op kept as eager's call
     that a kernel would round otherwise (Choices.eager_bits "all"). The new file replaces the first one only if
     the judge finds it correct."""
-    from kfuse import choices
-    from kfuse.optimize import optimize
+    from kfuse.kernels import choices
+    from kfuse.compiler.optimize import optimize
 
     click.echo("kfuse: correct-parity (as accurate as eager, not within 1e-4 of it): planning again with eager's "
                "own rounding wherever a kernel would differ", err=True)
@@ -188,7 +188,7 @@ def _eager_rounding_fallback(problem: Path, output: Path, device: str, precision
 def tune_command(problem, output, device, precision, timeout, min_seconds, keep_variants, json_path):
     """Judge the plans kfuse's choices give PROBLEM (its GEMM and convolution paths, layouts) and keep the
     fastest correct one, frozen into the output file."""
-    from kfuse.judge import CheckOptions
+    from kfuse.judge.verdict import CheckOptions
     from kfuse.tune import remove_variants, tune
 
     output = output or problem.with_name(f"{problem.stem}_new.py")
@@ -265,8 +265,8 @@ def bench_command(paths, candidates, device, workers, per_gpu, out, ray_address,
     """
     from rich.console import Console
 
-    from kfuse.bench import BenchOptions, bench
-    from kfuse.bench_report import print_table, time_text
+    from kfuse.bench.runner import BenchOptions, bench
+    from kfuse.bench.report import print_table, time_text
 
     options = BenchOptions(device=device, out=out, candidates=candidates, workers=workers, per_gpu=per_gpu,
                            ray=ray_address,

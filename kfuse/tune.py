@@ -1,7 +1,7 @@
 """`kfuse tune`: per problem, the planner's frozen rules checked against their alternatives on the device.
 
-For each entry of kfuse.choices.ALTERNATIVES the problem is optimized into a file of its own; files with the same
-kernels (the same extension: its name carries a hash of the sources) are one variant, so a problem is judged once
+For each entry of kfuse.kernels.choices.ALTERNATIVES the problem is optimized into a file of its own; files with the
+same kernels (the same extension: its name carries a hash of the sources) are one variant, so a problem is judged once
 per plan that differs (a GEMM problem: kfuse's template, its mma.sync-only form and cuBLAS with the epilogue
 after it; a convolution problem: cuDNN NCHW or channels-last, kfuse's kernels). Every variant is judged with the
 `kfuse check` protocol (correctness, then timing); the fastest correct one is written to the output, with the
@@ -19,11 +19,11 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kfuse import choices
+from kfuse.kernels import choices
 from kfuse.errors import UsageError
-from kfuse.judge import CheckOptions, check
+from kfuse.judge.verdict import CheckOptions, check
 from kfuse.loader import check_problem_source
-from kfuse.optimize import optimize
+from kfuse.compiler.optimize import optimize
 
 MARGIN = 0.02
 

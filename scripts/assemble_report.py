@@ -4,7 +4,7 @@
 
 Each problem's record is taken from the last results.json that has it (give them oldest first), so every record is
 a judge's verdict from a device run; problems of the suite that no run finished are listed as missing, not
-invented. The report (results.json, report.html, PNGs) is written by kfuse.bench_report, as `kfuse bench` does,
+invented. The report (results.json, report.html, PNGs) is written by kfuse.bench.report, as `kfuse bench` does,
 with `assembled_from` naming the runs.
 """
 
@@ -14,8 +14,8 @@ import argparse
 import json
 from pathlib import Path
 
-from kfuse import bench_report
-from kfuse.bench import discover
+from kfuse.bench import report as bench_report
+from kfuse.bench.runner import discover
 
 
 

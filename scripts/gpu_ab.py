@@ -4,9 +4,9 @@
 
 A variant's candidate for problem X is DIR/X_new.py (the bench's naming). Every candidate is imported once in a
 subprocess first, several at a time, so their extensions build in parallel. Then per problem: each candidate's
-output on fresh random inputs is compared with the reference's (kfuse.compare: KernelBench's allclose and the
+output on fresh random inputs is compared with the reference's (kfuse.judge.compare: KernelBench's allclose and the
 float64 precision-parity rule, the truth from a float64 copy of the reference), and eager and every candidate are
-timed in interleaved rounds (kfuse.timing, L2 flushed, CUDA events): the ratios come from one run, so two
+timed in interleaved rounds (kfuse.judge.timing, L2 flushed, CUDA events): the ratios come from one run, so two
 variants can be told apart by a few percent, which separate judge runs cannot.
 
 Writes ab.json and ab.md under --out. Not the judge: `kfuse check` stays the verdict that counts.
@@ -30,10 +30,10 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kfuse.compare import compare_outputs  # noqa: E402
+from kfuse.judge.compare import compare_outputs  # noqa: E402
 from kfuse.loader import import_from_source  # noqa: E402
 from kfuse.problem import L2Flush, build_reference, load_problem, make_inputs, time_one_call  # noqa: E402
-from kfuse.timing import TimingPlan, time_interleaved  # noqa: E402
+from kfuse.judge.timing import TimingPlan, time_interleaved  # noqa: E402
 
 
 def prebuild(paths: list[Path], workers: int) -> dict[str, str]:

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kfuse.judge import CheckOptions, check  # noqa: E402
-from kfuse.optimize import optimize  # noqa: E402
+from kfuse.compiler.optimize import optimize  # noqa: E402
 
 SEEDS = ROOT / "suite" / "seeds"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kfuse.optimize import optimize  # noqa: E402
+from kfuse.compiler.optimize import optimize  # noqa: E402
 from kfuse.problem import L2Flush, build_reference, load_problem, make_inputs, time_one_call  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""The channels-last copies with 16-byte accesses (kfuse/codegen.py: kf_to_channels_last4 and each epilogue's
+"""The channels-last copies with 16-byte accesses (kfuse/compiler/codegen.py: kf_to_channels_last4 and each epilogue's
 _from_channels_last4) on a GPU: which launch each size takes, and the judge's verdict on it.
 
     PYTHONPATH=. python3 scripts/gpu_transpose_check.py [--out DIR]
@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from kfuse.judge import CheckOptions, check  # noqa: E402
 from kfuse.loader import import_from_source  # noqa: E402
-from kfuse.optimize import optimize  # noqa: E402
+from kfuse.compiler.optimize import optimize  # noqa: E402
 
 TEMPLATE = '''import torch
 import torch.nn as nn

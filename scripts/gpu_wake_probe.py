@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python scripts/gpu_wake_probe.py
 
-The parent times an op itself and asks a child process (over kfuse.wire pipes, like the judge) to time the same
+The parent times an op itself and asks a child process (over kfuse.judge.wire pipes, like the judge) to time the same
 op, in interleaved rounds, with the judge's time_one_call (L2 flush, CUDA events, device sync). Variants: how each
 side waits for the other's message (a blocking read, or spinning on select) and whether each process is pinned
 to one CPU core. If the child's median matches the parent's, that way of waiting removes the bias.
@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kfuse import wire  # noqa: E402
+from kfuse.judge import wire  # noqa: E402
 from kfuse.problem import L2Flush, time_one_call  # noqa: E402
 
 OPS = {

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-# What an emitted file includes (kfuse/codegen.py host_headers), or, for a source that includes torch/extension.h
+# What an emitted file includes (kfuse/compiler/codegen.py host_headers), or, for a source that includes torch/extension.h
 # (hand-written candidates, load_inline's default), that header: everything torch offers extensions.
 FULL_HEADERS = "#include <torch/extension.h>\n"
 HEADERS = """\

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kfuse import bench as bench_module
-from kfuse.bench import BenchOptions, LocalRunner, discover, find_candidate, worker_slots
-from kfuse.bench_report import fast_p, geomean, summarize, write_report
+from kfuse.bench import runner as bench_module
+from kfuse.bench.runner import BenchOptions, LocalRunner, discover, find_candidate, worker_slots
+from kfuse.bench.report import fast_p, geomean, summarize, write_report
 from kfuse.errors import UsageError
 from tests.conftest import CORPUS, PROBLEMS, build_extension
 
@@ -300,7 +300,7 @@ def test_out_of_gpu_memory_beside_other_judges_runs_again_at_once_with_the_gpu_t
 def test_a_bench_job_leaves_the_gpu_check_to_the_worker(monkeypatch):
     """The bench has checked the GPU: a job's process does not import torch to ask (2-4 s of each judgement before
     its worker started); the worker asks too, and says the same."""
-    from kfuse import judge
+    from kfuse.judge import verdict as judge
 
     devices = []
     monkeypatch.setattr(judge, "run_worker", lambda spec, *rest: (devices.append(spec["device"]), ("correct", []))[1])
@@ -595,7 +595,7 @@ def test_a_correct_parity_file_is_optimized_again_with_eager_rounding(tmp_path, 
     judged; the new verdict replaces the first only where it is correct (and a second pass finds it cached)."""
     import threading
 
-    from kfuse import bench
+    from kfuse.bench import runner as bench
 
     paths = {}
     for name in ("first", "second"):

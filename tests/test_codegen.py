@@ -2,7 +2,7 @@
 
 import torch
 
-from kfuse.codegen import _scalar, prelude_for, render_ivalue
+from kfuse.compiler.codegen import _scalar, prelude_for, render_ivalue
 
 
 def test_prelude_keeps_only_the_helpers_used_and_their_dependencies():
@@ -71,9 +71,9 @@ CUDA_PROBLEMS = ["arg_extremes_special"] + [
 
 
 def cuda_sources(name: str):
-    from kfuse.capture import capture
-    from kfuse.codegen import generate
-    from kfuse.plan import plan
+    from kfuse.compiler.capture import capture
+    from kfuse.compiler.codegen import generate
+    from kfuse.compiler.plan import plan
     from kfuse.problem import build_reference, load_problem, make_inputs
 
     problem, init_inputs = load_problem(str(PROBLEMS / f"{name}.py"))

@@ -2,7 +2,7 @@
 
 import torch
 
-from kfuse.compare import compare_outputs, same_bits
+from kfuse.judge.compare import compare_outputs, same_bits
 
 
 def data(*shape, seed=0):

@@ -58,7 +58,7 @@ def test_correct_candidate_is_timed_against_eager_and_compile(built_cpu_corpus):
 
 
 def test_stage_seconds_bucket_the_worker_stages():
-    from kfuse.judge import BUILD_STAGE, WAIT_STAGE, stage_seconds, stage_timeline
+    from kfuse.judge.verdict import BUILD_STAGE, WAIT_STAGE, stage_seconds, stage_timeline
 
     events = [{"event": "stage", "stage": s, "t": t} for s, t in (
         ("loading the problem", 11.0), (BUILD_STAGE, 12.0), ("trial 1/5 (fresh inputs)", 15.0),

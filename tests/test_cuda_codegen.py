@@ -14,7 +14,7 @@ import pytest
 import torch.utils.cpp_extension as cpp_extension
 
 from kfuse.errors import UsageError
-from kfuse.optimize import optimize
+from kfuse.compiler.optimize import optimize
 
 PROBLEMS = Path(__file__).parent / "optimize"
 NVCC = shutil.which("nvcc")
@@ -60,7 +60,7 @@ def test_tf32_convolutions_run_channels_last_and_the_epilogue_transposes(tmp_pat
     assert "kf_to_channels_last4<<<" in text["CUDA_SOURCE"]  # 16-byte accesses where the sizes allow
     assert "fused_bias_div_leaky_relu_from_channels_last" in text["CUDA_SOURCE"]
     assert "tf32 precision policy" in cuda.path.read_text().split('"""')[1]
-    # fp32 on CUDA: cuDNN's fp32 NCHW kernel runs (kfuse.conv's kernels measured slower there) and the epilogue
+    # fp32 on CUDA: cuDNN's fp32 NCHW kernel runs (kfuse.kernels.conv's kernels measured slower there) and the epilogue
     # writes in place into its output
     fp32, _ = sources("conv_div_leaky", tmp_path, "cuda")
     assert fp32.kernels[0]["reads_channels_last"] is None and fp32.kernels[0]["in_place_into"] == "conv2d"
@@ -75,7 +75,7 @@ def test_convolution_and_its_epilogue_are_one_kernel(tmp_path):
 
 
 def test_cuda_keeps_cudnn_where_the_file_has_kernels_anyway(tmp_path):
-    # kfuse.conv._kernels_on_cuda: cuDNN's fp32 convolutions measured faster; its bias moves into the epilogue
+    # kfuse.kernels.conv._kernels_on_cuda: cuDNN's fp32 convolutions measured faster; its bias moves into the epilogue
     for problem, conv in (("conv1d_depthwise_tanh", "conv1d"), ("conv3d_bias_tanh", "conv3d")):
         cuda, text = sources(problem, tmp_path)
         assert cuda.library_calls == [f"aten.{conv}.default"] and cuda.kernels[0]["in_place_into"] == conv
@@ -97,7 +97,7 @@ def test_bare_convolutions_are_kernels_on_cuda(tmp_path):
 @pytest.mark.parametrize("conv, shape, precision, channels_last, in_place", [
     ("Conv2d(32, 64, 3)", (2, 32, 19, 23), "tf32", True, False),                  # K = 288: cuDNN's TF32 layout
     ("ConvTranspose3d(64, 8, 3, stride=2)", (2, 64, 3, 4, 5), "tf32", True, False),  # transposed: K = 64 * 27
-    # fp32: channels-last only where the GPU shows it gives eager's NCHW output (kfuse.eager_precision); no GPU here
+    # fp32: channels-last only where the GPU shows it gives eager's NCHW output (kfuse.kernels.eager_precision); no GPU here
     ("Conv2d(32, 64, 3)", (2, 32, 19, 23), "fp32", False, True),
     ("Conv2d(16, 32, 3, groups=8)", (2, 16, 19, 23), "fp32", False, True),        # grouped: NCHW, bias in place
     ("Conv1d(32, 16, 3)", (2, 32, 29), "fp32", False, True),                      # 1D: no channels-last layout
@@ -132,7 +132,7 @@ def test_depthwise_convolutions_run_kfuse_s_depthwise_kernel_in_any_file(tmp_pat
 
 
 def test_a_returned_convolution_without_bias_or_layout_change_is_kfuse_s_kernel(tmp_path):
-    """No bias and NCHW: the copy would do no work, so the file of bare convolutions gets kfuse.conv's kernel."""
+    """No bias and NCHW: the copy would do no work, so the file of bare convolutions gets kfuse.kernels.conv's kernel."""
     problem = conv_problem(tmp_path, "nobias", "Conv2d(16, 16, 3, groups=16, bias=False)", (2, 16, 19, 23),
                            forward="self.conv(x)")
     result = optimize(problem, tmp_path / "nobias_new.py", "cuda")
@@ -236,7 +236,7 @@ def conv_problem(tmp_path: Path, name: str, conv: str, shape: tuple,
     ("Conv2d(8, 64, 3, groups=2)", (2, 8, 9, 9), None),
 ])
 def test_small_filters_take_the_direct_kernel_on_cuda(conv, shape, template, tmp_path):
-    """kfuse.conv.small_filter_tile: the direct kernel for small filters, in a file with other kernels too."""
+    """kfuse.kernels.conv.small_filter_tile: the direct kernel for small filters, in a file with other kernels too."""
     result = optimize(conv_problem(tmp_path, "small", conv, shape), tmp_path / "small_new.py", "cuda")
     text = result.path.read_text()
     if template is None:
@@ -250,7 +250,7 @@ def test_small_filters_take_the_direct_kernel_on_cuda(conv, shape, template, tmp
 
 
 def test_conv_epilogue_reads_per_channel_operands_directly(tmp_path):
-    """kfuse.conv.operand_kinds: the bias and a (C, 1, 1) parameter are read once per channel in the tensor-core
+    """kfuse.kernels.conv.operand_kinds: the bias and a (C, 1, 1) parameter are read once per channel in the tensor-core
     kernel's epilogue (epi.direct), a full-size operand through its strides; the host checks the first two."""
     problem = tmp_path / "operands.py"
     problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -331,8 +331,8 @@ def test_host_code_is_built_optimised(tmp_path):
 def gemm_steps(problem: Path, device: str = "cuda"):
     import torch
 
-    from kfuse.capture import capture
-    from kfuse.plan import plan
+    from kfuse.compiler.capture import capture
+    from kfuse.compiler.plan import plan
     from kfuse.problem import build_reference, load_problem, make_inputs
 
     module, init_inputs = load_problem(str(problem))
@@ -418,11 +418,11 @@ def test_nvcc_compiles_the_wgmma_gemm_for_sm_90a(tmp_path):
 
 def test_fp32_convolutions_run_channels_last_only_where_the_gpu_shows_eager_s_output(tmp_path, monkeypatch):
     """plan._runs_channels_last under the fp32 policy: a long reduction (K = C_in * taps >= 256, groups 1), and the
-    GPU's word (kfuse.eager_precision) that channels-last gives eager's NCHW output: cuDNN's TF32 algorithms for the
+    GPU's word (kfuse.kernels.eager_precision) that channels-last gives eager's NCHW output: cuDNN's TF32 algorithms for the
     two layouts differ by about 4e-4, past KernelBench's 1e-4. No GPU to ask: NCHW."""
     long_k = conv_problem(tmp_path, "long_k", "Conv2d(32, 64, 3)", (2, 32, 19, 23))
     assert optimize(long_k, tmp_path / "long_k_nchw.py", "cuda").kernels[0]["reads_channels_last"] is None
-    monkeypatch.setattr("kfuse.plan.channels_last_keeps_result", lambda node: True)
+    monkeypatch.setattr("kfuse.compiler.plan.channels_last_keeps_result", lambda node: True)
     result = optimize(long_k, tmp_path / "long_k_new.py", "cuda")
     assert result.kernels[0]["reads_channels_last"] == "conv2d" and result.kernels[0]["in_place_into"] is None
     assert "kf::channels_last(x)" in result.path.read_text()
@@ -440,7 +440,7 @@ def test_a_convolution_eager_runs_in_tf32_stays_eager_s_call(tmp_path, monkeypat
     bare = conv_problem(tmp_path, "bare_small", "Conv2d(3, 16, 3, bias=False)", (2, 3, 19, 23),
                         forward="self.conv(x)")
     assert optimize(bare, tmp_path / "bare_small_rule.py", "cuda").library_calls == []
-    monkeypatch.setattr("kfuse.eager_precision.convolution_runs_tf32", lambda node: True)
+    monkeypatch.setattr("kfuse.kernels.eager_precision.convolution_runs_tf32", lambda node: True)
     kept = optimize(problem, tmp_path / "small_tf32.py", "cuda")
     assert kept.library_calls == ["aten.conv2d.default"] and kept.kernels[0]["in_place_into"] == "conv2d"
     with pytest.raises(UsageError, match="in TF32 on this GPU"):
@@ -460,7 +460,7 @@ def test_what_a_tf32_convolution_reads_keeps_eager_s_calls(tmp_path, monkeypatch
         "def get_inputs():\n    return [torch.randn(2, 32, 16, 16)]\ndef get_init_inputs():\n    return []\n")
     rule = optimize(problem, tmp_path / "transition_rule.py", "cuda")
     assert "aten.batch_norm.default" not in rule.library_calls
-    monkeypatch.setattr("kfuse.eager_precision.convolution_runs_tf32", lambda node: True)
+    monkeypatch.setattr("kfuse.kernels.eager_precision.convolution_runs_tf32", lambda node: True)
     kept = optimize(problem, tmp_path / "transition_tf32.py", "cuda")
     assert {"aten.batch_norm.default", "aten.conv2d.default", "aten.mul.Tensor"} <= set(kept.library_calls)
     fused = {op for k in kept.kernels for op in k["fuses"]}
@@ -505,8 +505,8 @@ GXX = shutil.which("g++")
 def test_short_rows_take_part_of_a_warp_each(tmp_path):
     """The rows kernel's launch shape, run on the host (g++): rows of up to 64 get 4-16 lanes (a float4 each),
     longer ones a warp or a block; the group must divide the warp so the narrowed shuffles stay inside a row."""
-    from kfuse.codegen import MAX_DIMS
-    from kfuse.reduce import REDUCE_DECLS, REDUCE_DEVICE_RUNTIME
+    from kfuse.compiler.codegen import MAX_DIMS
+    from kfuse.kernels.reduce import REDUCE_DECLS, REDUCE_DEVICE_RUNTIME
     runtime = REDUCE_DEVICE_RUNTIME.split("}  // namespace kf\n")[0] + "}  // namespace kf\n"
     lengths = [1, 4, 7, 16, 17, 33, 64, 65, 100, 256, 1000, 100000]
     calls = "".join(f"    show(kf_row_config({n}));\n" for n in lengths)
@@ -545,7 +545,7 @@ def test_eager_rounding_keeps_eager_s_calls_but_exact_pointwise_ops(tmp_path):
     """Choices.eager_bits "all" (`kfuse optimize --eager-rounding`, the fallback for a correct-parity file): a long
     scan before an exp (Mamba2's segment sums: values near 1e33, where one ulp of the scan moves the exp past 1e-4)
     stays eager's cumsum and exp; the subtraction and the add, exact in a kernel, still fuse."""
-    from kfuse import choices
+    from kfuse.kernels import choices
     problem = tmp_path / "segsum.py"
     problem.write_text(
         "import torch\nclass Model(torch.nn.Module):\n    def forward(self, a, b):\n"
@@ -570,6 +570,6 @@ def test_a_recurrent_layer_eager_runs_in_tf32_stays_eager_s_call(tmp_path, monke
         "def get_inputs():\n    return [torch.randn(5, 3, 8), torch.randn(2, 3, 16)]\n"
         "def get_init_inputs():\n    return []\n")
     assert optimize(problem, tmp_path / "gru_rule.py", "cuda").library_calls == []
-    monkeypatch.setattr("kfuse.eager_precision._recurrent_differs", lambda node: True)
+    monkeypatch.setattr("kfuse.kernels.eager_precision._recurrent_differs", lambda node: True)
     with pytest.raises(UsageError, match="in TF32 on this GPU"):
         optimize(problem, tmp_path / "gru_tf32.py", "cuda")

@@ -1,4 +1,4 @@
-"""kfuse.ops: every rendered expression, compiled once into a C++ extension, against the ATen op itself.
+"""kfuse.kernels.ops: every rendered expression, compiled once into a C++ extension, against the ATen op itself.
 
 Each case renders one op's expression over `v0 = a[i]`, `v1 = b[i]`, `v2 = c[i]`, runs it on float32 inputs that
 mix ordinary values, zeros, integers and half-integers, magnitudes up to 30 and beyond (exp overflow), subnormals,
@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 import torch
 
-from kfuse import ops
+from kfuse.kernels import ops
 
 aten = torch.ops.aten
 N = 4099            # not a multiple of any vector width: PyTorch's scalar tail loop runs too

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kfuse.judge import CheckOptions, check
-from kfuse.optimize import optimize
+from kfuse.compiler.optimize import optimize
 from tests.composed import compose
 from tests.conftest import build_extension, once, shared_root
 
@@ -18,17 +18,17 @@ PROBLEMS = Path(__file__).parent / "optimize"
 
 # problem: (kernels, each as the ATen ops it fuses; ops kept as library/ATen calls)
 EXPECTED = {
-    # kfuse's GEMM (kfuse/gemm.py): the product and its epilogue in one kernel, no library call
+    # kfuse's GEMM (kfuse/kernels/gemm.py): the product and its epilogue in one kernel, no library call
     "linear_scale_leaky": ([["linear", "mul", "leaky_relu"]], []),
     "gemm_forms": ([["numpy_T", "matmul"], ["bmm", "mul", "add", "tanh"], ["einsum"], ["addmm"]], []),
     # a product summed over its output features is a column sum of the weight and a dot product per row
-    # (kfuse/rewrite.py): no GEMM; the scalings move after the sum, a bias adds its own sum
+    # (kfuse/compiler/rewrite.py): no GEMM; the scalings move after the sum, a bias adds its own sum
     "gemm_sums": ([["sum"], ["mul", "sum", "div", "mul"], ["sum"], ["sum"], ["mul", "sum", "add", "mul"], ["sum"],
                    ["sum"], ["mul", "sum", "add", "mul", "div"]], []),
     # ... except where the sum is not of the product alone: ReLU between, the scaled product returned, rows summed
     "gemm_sums_kept": ([["numpy_T", "matmul"], ["relu", "sum"], ["linear", "mul"], ["sum"], ["numpy_T", "matmul"],
                         ["sum"]], []),
-    # convolutions are kfuse kernels (kfuse/conv.py): the bias and the pointwise ops after them run on the sums in
+    # convolutions are kfuse kernels (kfuse/kernels/conv.py): the bias and the pointwise ops after them run on the sums in
     # registers, the output is written once
     "conv_div_leaky": ([["conv2d", "bias_of_conv2d", "div", "leaky_relu"]], []),
     "conv3d_bias_tanh": ([["conv3d", "bias_of_conv3d", "add", "tanh", "mul"]], []),
@@ -40,7 +40,7 @@ EXPECTED = {
     "bias_gelu_clamp": ([["add", "gelu", "clamp"]], []),
     "activation_chain": (None, []),  # one kernel; its op list is long
     "broadcast_two_inputs": ([["div"], ["mul", "sub", "minimum", "maximum", "add"]], []),
-    # reductions (kfuse/reduce.py): the pointwise ops before and after a reduction join its kernel
+    # reductions (kfuse/kernels/reduce.py): the pointwise ops before and after a reduction join its kernel
     "sum_middle_dim_tanh": ([["sum", "mul", "tanh", "add"]], []),
     "batchnorm_relu": ([["batch_norm", "relu"]], ["add_"]),      # training mode: running stats updated
     # y = bmm + residual feeds both the softmax and y * 0.5: one kernel reads y's inputs once, writes both
@@ -85,7 +85,7 @@ EXPECTED = {
     # the tuple forms a decomposition leaves, only the normalised tensor used
     "native_norms": ([["native_layer_norm", "relu"], ["native_group_norm", "mul"],
                       ["_native_batch_norm_legit_no_training", "sub"]], []),
-    # losses (kfuse/reduce.py): cross-entropy is one pass per row (online logsumexp, target logit gathered,
+    # losses (kfuse/kernels/reduce.py): cross-entropy is one pass per row (online logsumexp, target logit gathered,
     # ignore_index rows 0) and a deterministic final mean; cosine similarity reads both inputs once; KL batchmean
     # divides by the run-time batch (a mean over per-sample sums)
     "losses_rowwise": ([["cross_entropy_loss"], ["mul", "cross_entropy_loss"], ["cosine_similarity"],
@@ -96,9 +96,9 @@ EXPECTED = {
     "losses_pointwise": ([["sub", "abs", "lt", "pow", "mul", "div", "sub", "where", "mean"],
                           ["triplet_margin_loss"], ["sub", "pow", "sum"], ["triplet_margin_loss"]],
                          ["slice", "slice", "slice"]),
-    # kfuse/attention.py: plain and causal with an explicit scale, odd sequence lengths and head dims
+    # kfuse/kernels/attention.py: plain and causal with an explicit scale, odd sequence lengths and head dims
     "attention_odd_sizes": ([["scaled_dot_product_attention"], ["scaled_dot_product_attention"]], []),
-    # pooling and scans (kfuse/window.py): producers computed per window element, consumers before the write;
+    # pooling and scans (kfuse/kernels/window.py): producers computed per window element, consumers before the write;
     # the global average pool is a mean (a reduction), the general adaptive one a pooling kernel; a convolution's
     # bias moves into the pool's kernel
     "pooling_mix": ([["tanh", "mul", "max_pool2d", "sigmoid"], ["avg_pool3d"], ["avg_pool2d", "sub"],
@@ -118,7 +118,7 @@ EXPECTED = {
     "numbers_made_on_the_input_device": ([["add", "min", "max", "mul", "clamp"]], []),
     # views stay ATen calls, made as reshapes: kfuse's results need not have eager's layout
     "views_around_a_product": ([["matmul"], ["softmax"], ["matmul"]], ["view", "view", "transpose", "view", "view"]),
-    # kfuse/recurrent.py: each nn.GRU a GEMM per layer and one recurrence kernel (both directions, every step);
+    # kfuse/kernels/recurrent.py: each nn.GRU a GEMM per layer and one recurrence kernel (both directions, every step);
     # the second one's initial state a plain tensor attribute made in __init__, moved in forward (capture reads it
     # as an input, ModelNew moves it as Model does); a call count kept in another is written back (copy_)
     "gru_layers": ([["add"], ["gru"], ["gru"], ["mul"]], ["to", "to", "to", "copy_"]),
@@ -267,7 +267,7 @@ def test_the_strided_trial_is_skipped_where_the_model_refuses_strided_inputs(opt
 
 def test_a_forward_with_many_tensors_takes_them_as_one_list(tmp_path, monkeypatch):
     # DenseNet-201's 620 tensors: pybind11's signature of such a function exceeds g++'s constexpr limits
-    from kfuse import codegen
+    from kfuse.compiler import codegen
 
     monkeypatch.setattr(codegen, "PACKED_ARGUMENTS", 2)
     result = optimize(PROBLEMS / "batchnorm_relu.py", tmp_path / "packed_new.py", "cpu")

@@ -3,10 +3,10 @@
 import torch
 import torch.nn as nn
 
-from kfuse.capture import capture
-from kfuse.codegen import generate
-from kfuse.plan import plan
-from kfuse.reduce import _row_broadcast_ok
+from kfuse.compiler.capture import capture
+from kfuse.compiler.codegen import generate
+from kfuse.compiler.plan import plan
+from kfuse.kernels.reduce import _row_broadcast_ok
 
 
 class Fn(nn.Module):

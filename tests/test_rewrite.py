@@ -1,4 +1,4 @@
-"""kfuse/rewrite.py: a matrix product summed over its output features becomes a column sum and a dot product.
+"""kfuse/compiler/rewrite.py: a matrix product summed over its output features becomes a column sum and a dot product.
 
 The rewritten graph is run in float64 against the model in float64 (the algebra must be exact, not just close),
 the forms it must leave alone keep their product, and the optimized problem matches float64 within fp32 rounding.
@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from kfuse.capture import capture
-from kfuse.optimize import optimize
+from kfuse.compiler.capture import capture
+from kfuse.compiler.optimize import optimize
 from tests.conftest import build_extension
 
 PROBLEMS = Path(__file__).parent / "optimize"

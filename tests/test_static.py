@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from kfuse.static import check_source
+from kfuse.judge.static import check_source
 
 HEADER = """\
 import torch

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kfuse import choices
+from kfuse.kernels import choices
 from kfuse.tune import Variant, emit_variants, pick
 
 PROBLEMS = Path(__file__).parent / "optimize"

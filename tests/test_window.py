@@ -1,8 +1,8 @@
-"""Pooling and scan planning (kfuse/window.py) without builds: what stays an ATen call, and why."""
+"""Pooling and scan planning (kfuse/kernels/window.py) without builds: what stays an ATen call, and why."""
 
 from pathlib import Path
 
-from kfuse.optimize import optimize
+from kfuse.compiler.optimize import optimize
 
 PROBLEM = '''
 import torch

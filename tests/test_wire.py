@@ -5,7 +5,7 @@ import time
 
 import torch
 
-from kfuse import wire
+from kfuse.judge import wire
 
 
 def pipe():

@@ -1,5 +1,5 @@
 """kfuse's direct small-filter convolution kernels (kf::conv2d_small_filter_tc on 3xTF32 tensor cores, and the FFMA
-kf::conv2d_small_filter; kfuse/conv.py) on a GPU. One call:
+kf::conv2d_small_filter; kfuse/kernels/conv.py) on a GPU. One call:
 
     cd .wt/conv2 && export PYTHONPATH=$PWD && python scripts/bench/conv_direct.py --out $OUT [--ncu]
 
@@ -8,7 +8,7 @@ kf::conv2d_small_filter; kfuse/conv.py) on a GPU. One call:
    epilogue operands, and a filter too large for the kernel: cuDNN kept), builds them in parallel, and checks each
    against float64: error <= 10x the fp32 reference's (cuDNN with TF32 off), and the same output for an input with
    other strides. The seed is checked at full size too.
-   The seed and level-1 61 are also emitted with the FFMA kernel (kfuse.choices.Choices.small_filter_tensor_cores off): "_ffma".
+   The seed and level-1 61 are also emitted with the FFMA kernel (kfuse.kernels.choices.Choices.small_filter_tensor_cores off): "_ffma".
 2. Times the seed with CUDA events, L2 flushed (the judge's time_one_call), median of 30: kfuse's ModelNew, eager,
    torch.compile default (PyTorch's default math, as the judge runs them: cuDNN may use TF32), and cuDNN's
    convolution alone (module with bias) with TF32 off and on.
@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from kfuse import choices  # noqa: E402
-from kfuse.optimize import optimize  # noqa: E402
+from kfuse.kernels import choices  # noqa: E402
+from kfuse.compiler.optimize import optimize  # noqa: E402
 
 SEED = ROOT / "suite/level2/30_conv2d_div_leaky_relu.py"
 

@@ -1,4 +1,4 @@
-"""kfuse's convolution kernels (kfuse/conv.py) on a GPU: correctness on small irregular problems, then time against
+"""kfuse's convolution kernels (kfuse/kernels/conv.py) on a GPU: correctness on small irregular problems, then time against
 cuDNN on the suite's conv problems. One device call:
 
     PYTHONPATH=. python scripts/bench/conv_kernels.py --out DIR [--variants]
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from kfuse.errors import UsageError  # noqa: E402
-from kfuse.optimize import optimize  # noqa: E402
+from kfuse.compiler.optimize import optimize  # noqa: E402
 
 SMALL = {  # name: (module constructor, epilogue, input shapes)
     "c2d_div_leaky": ("nn.Conv2d(5, 9, 3)", "torch.nn.functional.leaky_relu(y / 2, 0.01)", [(3, 5, 19, 23)]),
@@ -158,16 +158,16 @@ def main() -> int:
             extra[f"{name}@ffma"] = variant(emitted[name], *ffma, "_ffma")
             source_of[f"{name}@ffma"] = problems[name]
     if args.compare_cudnn:  # the planner without the convolution hook: cuDNN, then the epilogue in place
-        import kfuse.conv
-        own = kfuse.conv.fuse_convolutions
-        kfuse.conv.fuse_convolutions = lambda steps, *rest: steps
+        import kfuse.kernels.conv
+        own = kfuse.kernels.conv.fuse_convolutions
+        kfuse.kernels.conv.fuse_convolutions = lambda steps, *rest: steps
         for name in [n for n in problems if n not in SMALL]:
             try:  # a bare convolution has no kfuse kernel left: its cuDNN time is the module's own, timed below
                 extra[f"{name}@cudnn"] = optimize(problems[name], work / f"{name}_cudnn_new.py", "cuda").path
             except UsageError:
                 continue
             source_of[f"{name}@cudnn"] = problems[name]
-        kfuse.conv.fuse_convolutions = own
+        kfuse.kernels.conv.fuse_convolutions = own
     if args.dry_run:
         print({**{n: str(p) for n, p in emitted.items()}, **{n: str(p) for n, p in extra.items()}})
         print({n: str(source_of.get(n) or problems.get(n)) for n in list(problems) + list(extra)})

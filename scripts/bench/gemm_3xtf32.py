@@ -1,4 +1,4 @@
-"""Build GEMM template variants (kfuse/gemm_cuda.py) in parallel, validate each against float64, time them.
+"""Build GEMM template variants (kfuse/kernels/gemm_cuda.py) in parallel, validate each against float64, time them.
 
     python3 scripts/bench/gemm_3xtf32.py [--out DIR] [--variants v0,v1]
 
@@ -20,7 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from kfuse.gemm_cuda import GEMM_DECLS, GEMM_TEMPLATE, TileConfig  # noqa: E402
+from kfuse.kernels.gemm_cuda import GEMM_DECLS, GEMM_TEMPLATE, TileConfig  # noqa: E402
 from kfuse.problem import L2Flush  # noqa: E402
 
 VARIANTS = {

@@ -6,7 +6,7 @@ pre-split one (results/gemm-presplit-*), whose cp.async stages gave way to TMA c
 
     cd .wt/wgmma && export PYTHONPATH=$PWD && MAX_JOBS=2 python3 scripts/bench/gemm_wgmma.py --out $OUT
 
-1. Builds every variant (kfuse/gemm_cuda.py's templates; the wgmma ones for sm_90a with KF_SM90A) and the seed's
+1. Builds every variant (kfuse/kernels/gemm_cuda.py's templates; the wgmma ones for sm_90a with KF_SM90A) and the seed's
    `kfuse optimize --device cuda` file in parallel; a failing build prints its compiler output and is skipped.
 2. Validates each kernel against a float64 truth on irregular sizes (tails in M, N and K, tiny, K = 4096, batched,
    a strided operand for the 4-byte-copy path, the seed's epilogue, the seed itself): error vs cuBLAS fp32's own
@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from kfuse.gemm_cuda import DEFAULT, GEMM_DECLS, GEMM_TEMPLATE  # noqa: E402
+from kfuse.kernels.gemm_cuda import DEFAULT, GEMM_DECLS, GEMM_TEMPLATE  # noqa: E402
 
 HOPPER_FLAGS = ["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-DKF_SM90A", "-DKF_ONLY_SM90A"]
 # name: (C++ call of the tiles for a K-contiguous A and B, nvcc flags)

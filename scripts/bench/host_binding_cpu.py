@@ -20,7 +20,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpu_host_variants import PROBLEM, variants  # noqa: E402
-from kfuse.optimize import optimize  # noqa: E402
+from kfuse.compiler.optimize import optimize  # noqa: E402
 
 
 def main() -> None:

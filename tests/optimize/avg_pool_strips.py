@@ -1,4 +1,4 @@
-"""Average pools on the strip kernel (kfuse/window.py, strip_length), irregular sizes: kernel 3 stride 1 padding 1
+"""Average pools on the strip kernel (kfuse/kernels/window.py, strip_length), irregular sizes: kernel 3 stride 1 padding 1
 (problem 41's), stride 2 without padding and ceil_mode, kernel 5 padding 2 stride 2 count_include_pad=False, a
 rectangular window with a stride over the kernel down the strip (rows no window holds), divisor_override (a
 negative one too), a one-row window, 3D pools with ceil_mode (strips of 4 and of 2), a pool between pointwise

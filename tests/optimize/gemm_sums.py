@@ -4,7 +4,7 @@ import torch.nn as nn
 
 class Model(nn.Module):
     """Matrix products summed over their output features, each rewritten at capture as a column sum of the weight
-    and a dot product per row (kfuse/rewrite.py): x @ W.T divided before a keepdim sum and scaled after it
+    and a dot product per row (kfuse/compiler/rewrite.py): x @ W.T divided before a keepdim sum and scaled after it
     (suite/level2/25's form); nn.Linear with its bias over leading batch dims, scaled before the sum; addmm with a
     plain (K, N) weight, a number times it, then divided."""
 

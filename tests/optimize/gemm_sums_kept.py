@@ -3,7 +3,7 @@ import torch.nn as nn
 
 
 class Model(nn.Module):
-    """Matrix products whose sums are not dot products (kfuse/rewrite.py leaves them): a ReLU between product and
+    """Matrix products whose sums are not dot products (kfuse/compiler/rewrite.py leaves them): a ReLU between product and
     sum; a scaled product that is returned too; a sum over both dims of the product."""
 
     def __init__(self, in_features, out_features):

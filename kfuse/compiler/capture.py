@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kfuse.rewrite import summed_products_as_dot_products
+from kfuse.compiler.rewrite import summed_products_as_dot_products
 
 
 class CaptureError(Exception):
@@ -65,7 +65,7 @@ def _meta(node) -> tuple[torch.dtype | None, int | None]:
 
 # Composite ops that become pointwise ops and reductions kfuse fuses (their ATen form has no kernel of ours): the
 # losses and distances. (cross_entropy, cosine_similarity and triplet_margin_loss have kernels of their own in
-# kfuse/reduce.py: their decompositions read the inputs more than once.) Each decomposes into PyTorch's own formula (Distance.cpp, Loss.cpp, torch._decomp), so the
+# kfuse/kernels/reduce.py: their decompositions read the inputs more than once.) Each decomposes into PyTorch's own formula (Distance.cpp, Loss.cpp, torch._decomp), so the
 # math stays the eager op's.
 DECOMPOSED = {
     "aten.smooth_l1_loss.default", "aten.huber_loss.default", "aten.kl_div.default",
@@ -92,8 +92,8 @@ def _batchmean_at_run_time(exported) -> None:
         if (not isinstance(loss, torch.fx.Node) or str(loss.target) != "aten.kl_div.default" or len(loss.users) != 1
                 or isinstance(divisor, bool) or not isinstance(divisor, int)):
             continue
-        from kfuse.ops import _bind
-        p = _bind(loss.target._schema, list(loss.args), dict(loss.kwargs))
+        from kfuse.kernels.ops import bind_arguments
+        p = bind_arguments(loss.target._schema, list(loss.args), dict(loss.kwargs))
         shape = p["self"].meta["val"].shape if "val" in p["self"].meta else None
         if p["reduction"] != 2 or shape is None or len(shape) < 2 or shape[0] != divisor:
             continue  # (rank 1: batchmean divides by the one dim, a mean, which decomposes as it is)
@@ -304,7 +304,7 @@ def capture(model: torch.nn.Module, example_inputs: list) -> Captured:
 
     signature = exported.graph_signature
     _drop_same_shape_broadcasts(exported.graph)
-    summed_products_as_dot_products(exported.graph_module)  # before planning: algebra (kfuse/rewrite.py)
+    summed_products_as_dot_products(exported.graph_module)  # before planning: algebra (kfuse/compiler/rewrite.py)
     placeholders = [n for n in exported.graph.nodes if n.op == "placeholder"]
     inputs = []
     user_position = 0

@@ -12,13 +12,15 @@ from dataclasses import dataclass
 
 import torch
 
-from kfuse import attention, ops, recurrent
-from kfuse import conv as convolutions
-from kfuse import gemm as gemms
-from kfuse import reduce as reductions
-from kfuse import window as windows
-from kfuse.capture import Captured
-from kfuse.plan import FusedKernel, LibraryCall, Plan, TupleItem, tensor_meta
+from kfuse.compiler.capture import Captured
+from kfuse.compiler.plan import Plan
+from kfuse.kernels import attention, ops, recurrent
+from kfuse.kernels import conv as convolutions
+from kfuse.kernels import gemm as gemms
+from kfuse.kernels import reduce as reductions
+from kfuse.kernels import window as windows
+from kfuse.kernels.printing import kernel_argument, op_function
+from kfuse.kernels.steps import FusedKernel, LibraryCall, TupleItem, boxed_arguments, tensor_meta
 
 MAX_DIMS = 8
 
@@ -334,28 +336,6 @@ class Sources:
     unfused: list[dict]          # ops left unfused, with the reason
     sm90a: bool = False          # the CUDA source has a kernel for sm_90a (kfuse's wgmma GEMM)
     packed: bool = False         # forward takes its tensors as one list (PACKED_ARGUMENTS)
-
-
-def render_kernel_body(kernel: FusedKernel) -> tuple[list[str], str]:
-    """SSA lines computing the kernel's result from its inputs a0, a1, ... (floats); and the result variable."""
-    names = {name: f"a{k}" for k, name in enumerate(kernel.inputs)}
-    lines = []
-    if kernel.bias:
-        conv, bias = kernel.bias
-        lines.append(f"const float biased = {names[conv]} + {names[bias]};  // {conv}'s bias, moved here")
-        names[conv] = "biased"
-    for i, node in enumerate(kernel.nodes):
-        var = f"t{i}"
-        lines.append(f"const float {var} = {ops.render_node(node, names)};  // {node.target}")
-        names[node.name] = var
-    return lines, names[kernel.result.name]
-
-
-def _op_function(kernel: FusedKernel) -> str:
-    params = ", ".join(f"float a{k}" for k in range(len(kernel.inputs)))
-    lines, result = render_kernel_body(kernel)
-    body = "\n".join("    " + line for line in lines)
-    return f"KF_INLINE float {kernel.name}_op({params}) {{\n{body}\n    return {result};\n}}\n"
 
 
 def _offsets(operands: list[str], index: str, index_t: str = "index_t", indent: int = 8) -> str:
@@ -741,22 +721,6 @@ def _scalar_type(dtype: torch.dtype) -> str:
             torch.uint8: "Byte", torch.bool: "Bool"}[dtype]
 
 
-def boxed_arguments(node: torch.fx.Node) -> list:
-    """The node's arguments in schema order, defaults filled in (a boxed call takes them all)."""
-    schema = node.target._schema
-    values = []
-    for i, arg in enumerate(schema.arguments):
-        if i < len(node.args):
-            values.append(node.args[i])
-        elif arg.name in node.kwargs:
-            values.append(node.kwargs[arg.name])
-        elif arg.has_default_value():
-            values.append(arg.default_value)
-        else:
-            values.append(None)
-    return values
-
-
 # A view needs its input laid out as the reference's was; a kfuse kernel may lay its result out otherwise (a
 # transposed GEMM output, a channels-last one). reshape takes the same arguments and gives the same values, a copy
 # only where the layout needs one.
@@ -869,7 +833,7 @@ def _forward(captured: Captured, plan: Plan, names: dict[str, str], target: str,
         elif isinstance(step, convolutions.ConvKernel):
             body.extend(convolutions.forward_lines(step, names))
         else:
-            args = ", ".join(_kernel_argument(step, i, names) for i in step.inputs)
+            args = ", ".join(kernel_argument(step, i, names) for i in step.inputs)
             into = f"&{names[step.write_into]}" if step.write_into else "nullptr"
             note = f"  // in place into {step.write_into}" if step.write_into else ""
             body.append(f"    at::Tensor {step.result.name} = {step.name}({args}, {into});{note}")
@@ -886,12 +850,6 @@ def _forward(captured: Captured, plan: Plan, names: dict[str, str], target: str,
     if len(captured.outputs) == 1 and not captured.returns_tuple:  # a tensor back, not a list to index
         return f"at::Tensor forward({params}) {{\n{lines}\n    return {outputs};\n}}\n"
     return f"std::vector<at::Tensor> forward({params}) {{\n{lines}\n    return {{{outputs}}};\n}}\n"
-
-
-def _kernel_argument(kernel: FusedKernel, name: str, names: dict[str, str]) -> str:
-    if kernel.bias and name == kernel.bias[1]:  # (C,) viewed as (C, 1, 1): one value per channel
-        return f"{names[name]}.view({{{', '.join(['-1'] + ['1'] * (kernel.bias_rank - 2))}}})"
-    return names[name]
 
 
 def _owned_names(step) -> list[str]:
@@ -941,7 +899,7 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     def pointwise_text(k: FusedKernel) -> str:
         device = (_cuda_kernels(k) + (_channels_last_kernel(k) if k.channels_last_input else "")
                   if target == "cuda" else _cpu_kernel(k))
-        return _op_function(k) + device + _host_wrapper(k, target)
+        return op_function(k) + device + _host_wrapper(k, target)
 
     pointwise, shared = _share_identical(plan.kernels, pointwise_text)
     families = {}
@@ -952,7 +910,7 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
         shared.update(same)
     red, att, win, gm, conv = (families[m] for m in (reductions, attention, windows, gemms, convolutions))
     rnn = recurrent.render(plan.recurrents, target)  # (one shared function for every layer: nothing to share)
-    kernel_functions = "".join(_op_function(k) for k in pointwise)
+    kernel_functions = "".join(op_function(k) for k in pointwise)
     host_wrappers = "".join(_host_wrapper(k, target) for k in pointwise)
     forward = _forward(captured, plan, names, target, shared)
     if target == "cuda":

@@ -8,7 +8,7 @@ Rules:
   place into that buffer: the anchor's output is read once and written once, with no new allocation;
 - a convolution's bias moves into that kernel: cuDNN adds it in a pass of its own (a full read and write of
   the output), the kernel adds it for free as a per-channel operand (reduction and pooling kernels take it the
-  same way: kfuse/reduce.py, kfuse/window.py);
+  same way: kfuse/kernels/reduce.py, kfuse/kernels/window.py);
 - on the CUDA target, a 2D/3D convolution whose output feeds such a kernel runs channels-last (cuDNN's fast
   layout for TF32) where that costs no precision (CHANNELS_LAST_MIN_K; any under the tf32 policy), and the kernel
   reads it channels-last and writes the contiguous result: the layout change costs nothing beyond the epilogue's
@@ -17,7 +17,7 @@ Rules:
 - on the CUDA target, a convolution returned as it is gets a copy as its epilogue where the copy adds its bias or
   brings it back from channels-last (add_convolution_epilogues);
 - on the CUDA target under the fp32 policy, whatever a TF32 call reads (directly or through earlier ops) keeps
-  eager's own calls, bit for bit (kfuse.eager_precision.eager_bits_needed says why): only EXACT_POINTWISE ops of
+  eager's own calls, bit for bit (kfuse.kernels.eager_precision.eager_bits_needed says why): only EXACT_POINTWISE ops of
   it fuse, and no other pass takes such a call (LibraryCall.eager_bits);
 - everything else stays an ATen call (cuBLAS, cuDNN, or ATen's own kernels) and is listed as unfused.
 """
@@ -25,13 +25,14 @@ Rules:
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
 
 import torch
 
-from kfuse import choices, ops
-from kfuse.eager_precision import channels_last_keeps_result, eager_bits_needed
+from kfuse.kernels import attention, choices, conv, gemm, ops, recurrent, reduce, window
+from kfuse.kernels.eager_precision import channels_last_keeps_result, eager_bits_needed
+from kfuse.kernels.steps import (BIASED_CONVS, FUSABLE_DTYPES, FusedKernel, LibraryCall, Step, TupleItem, movable_bias,
+                                 mutates, short_name, tensor_meta, unique)
 
 # Ops that run on a vendor library and return a fresh, contiguous tensor: their output may be overwritten.
 ANCHORS = {
@@ -40,57 +41,9 @@ ANCHORS = {
     "aten.conv_transpose1d.default", "aten.conv_transpose2d.input", "aten.conv_transpose3d.input",
     "aten._convolution.default", "aten.baddbmm.default",
 }
-FUSABLE_DTYPES = {torch.float32}
 # Convolutions whose output may be produced channels-last (the input's layout decides cuDNN's output layout).
 CHANNELS_LAST_CONVS = {"aten.conv2d.default", "aten.conv3d.default", "aten.conv_transpose2d.input",
                        "aten.conv_transpose3d.input"}
-# Convolutions whose third argument is a per-output-channel bias, with their number of spatial dims (None: any).
-BIASED_CONVS = {"aten.conv1d.default": 1, "aten.conv2d.default": 2, "aten.conv3d.default": 3,
-                "aten.convolution.default": None, "aten.conv_transpose1d.default": 1,
-                "aten.conv_transpose2d.input": 2, "aten.conv_transpose3d.input": 3}
-
-
-@dataclass
-class LibraryCall:
-    node: torch.fx.Node
-    anchor: bool
-    channels_last: bool = False     # run on channels-last copies of input and weight (a convolution)
-    bias_moved: bool = False        # called without its bias: the kernel after it adds the bias
-    eager_bits: bool = False        # its value must be eager's to the bit (a TF32 call reads it; or Choices.eager_bits)
-
-    @property
-    def op(self) -> str:
-        return str(self.node.target)
-
-
-@dataclass
-class TupleItem:
-    node: torch.fx.Node
-    source: str
-    index: int
-
-
-@dataclass
-class FusedKernel:
-    name: str
-    nodes: list[torch.fx.Node]
-    inputs: list[str] = field(default_factory=list)     # external tensor values read, in parameter order
-    write_into: str | None = None                        # an anchor's output reused as this kernel's output
-    channels_last_input: str | None = None               # an input that arrives channels-last (read transposed)
-    bias: tuple[str, str] | None = None                  # (convolution output, its bias): added to it first
-    bias_rank: int = 0                                   # the convolution output's rank (the bias is viewed so)
-
-    @property
-    def result(self) -> torch.fx.Node:
-        return self.nodes[-1]
-
-    @property
-    def ops(self) -> list[str]:
-        moved = [f"kfuse.bias_of_{self.bias[0]}"] if self.bias else []
-        return moved + [str(n.target) for n in self.nodes]
-
-
-Step = LibraryCall | TupleItem | FusedKernel
 
 
 @dataclass
@@ -107,39 +60,33 @@ class Plan:
 
     @property
     def gemms(self) -> list:
-        """kfuse's own GEMM steps (kfuse.gemm.GemmStep), each with its fused epilogue."""
-        from kfuse.gemm import GemmStep
-        return [s for s in self.steps if isinstance(s, GemmStep)]
+        """kfuse's own GEMM steps (kfuse.kernels.gemm.GemmStep), each with its fused epilogue."""
+        return [s for s in self.steps if isinstance(s, gemm.GemmStep)]
 
     @property
     def convolutions(self) -> list:
-        """Convolution kernels with their epilogues (kfuse.conv.ConvKernel)."""
-        from kfuse.conv import ConvKernel
-        return [s for s in self.steps if isinstance(s, ConvKernel)]
+        """Convolution kernels with their epilogues (kfuse.kernels.conv.ConvKernel)."""
+        return [s for s in self.steps if isinstance(s, conv.ConvKernel)]
 
     @property
     def attentions(self) -> list:
-        """Fused attention kernels (kfuse.attention.AttentionKernel)."""
-        from kfuse.attention import AttentionKernel
-        return [s for s in self.steps if isinstance(s, AttentionKernel)]
+        """Fused attention kernels (kfuse.kernels.attention.AttentionKernel)."""
+        return [s for s in self.steps if isinstance(s, attention.AttentionKernel)]
 
     @property
     def reductions(self) -> list:
-        """Fused reduction kernels (kfuse.reduce.ReduceKernel)."""
-        from kfuse.reduce import ReduceKernel
-        return [s for s in self.steps if isinstance(s, ReduceKernel)]
+        """Fused reduction kernels (kfuse.kernels.reduce.ReduceKernel)."""
+        return [s for s in self.steps if isinstance(s, reduce.ReduceKernel)]
 
     @property
     def windows(self) -> list:
-        """Fused pooling and scan kernels (kfuse.window.WindowKernel)."""
-        from kfuse.window import WindowKernel
-        return [s for s in self.steps if isinstance(s, WindowKernel)]
+        """Fused pooling and scan kernels (kfuse.kernels.window.WindowKernel)."""
+        return [s for s in self.steps if isinstance(s, window.WindowKernel)]
 
     @property
     def recurrents(self) -> list:
-        """Recurrent layers (kfuse.recurrent.RecurrentKernel)."""
-        from kfuse.recurrent import RecurrentKernel
-        return [s for s in self.steps if isinstance(s, RecurrentKernel)]
+        """Recurrent layers (kfuse.kernels.recurrent.RecurrentKernel)."""
+        return [s for s in self.steps if isinstance(s, recurrent.RecurrentKernel)]
 
 
 # Pointwise ops a fused kernel computes to eager's bit: no rounding, or one rounding of the exact result (add and
@@ -155,11 +102,6 @@ def computes_eager_bits(node: torch.fx.Node) -> bool:
     return str(node.target) in EXACT_POINTWISE and node.kwargs.get("alpha", 1) == 1 and len(node.args) <= 2
 
 
-def tensor_meta(node) -> torch.Tensor | None:
-    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-    return val if isinstance(val, torch.Tensor) else None
-
-
 def _is_bool_mask(node) -> bool:
     """A comparison (or logical op) of fp32 values giving a bool tensor: fusable as an interior value, rendered as
     1.0f / 0.0f, when every user is a pointwise op of its shape (where's condition, ...): kernels write fp32 only."""
@@ -173,7 +115,7 @@ def _is_bool_mask(node) -> bool:
 
 def is_fusable(node: torch.fx.Node) -> bool:
     op = ops.lookup(node.target) if node.op == "call_function" else None
-    if op is None or _mutates(node):
+    if op is None or mutates(node):
         return False
     out = tensor_meta(node)
     if out is None or (out.dtype not in FUSABLE_DTYPES and not _is_bool_mask(node)):
@@ -190,17 +132,12 @@ def is_fusable(node: torch.fx.Node) -> bool:
     return True
 
 
-def _mutates(node: torch.fx.Node) -> bool:
-    schema = getattr(node.target, "_schema", None)
-    return bool(schema is not None and schema.is_mutable)
-
-
 def _epochs(nodes: list[torch.fx.Node]) -> dict[torch.fx.Node, int]:
     """A counter that moves at every op that writes into a tensor (x += 1 stays in-place in the graph): nodes of
     different epochs never share a kernel, so no kernel reads a value from before a write it runs after."""
     epoch, epochs = 0, {}
     for node in nodes:
-        if _mutates(node):
+        if mutates(node):
             epoch += 1
         epochs[node] = epoch
     return epochs
@@ -211,25 +148,6 @@ def _flat_args(node: torch.fx.Node) -> list:
     for a in list(node.args) + list(node.kwargs.values()):
         flat.extend(a if isinstance(a, (list, tuple)) else [a])
     return flat
-
-
-def replace_library_calls(steps: list, op: str, make: Callable, unsupported: type[Exception]) -> list:
-    """Each library call of `op` replaced by make(node)'s kernel step, unless make raises `unsupported`: that call
-    stays a library call (codegen lists the family's reason)."""
-    out = []
-    for step in steps:
-        if isinstance(step, LibraryCall) and step.op == op and not step.eager_bits:
-            try:
-                out.append(make(step.node))
-                continue
-            except unsupported:
-                pass
-        out.append(step)
-    return out
-
-
-def short_name(target) -> str:
-    return str(target).split(".")[1]
 
 
 def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") -> Plan:
@@ -259,36 +177,36 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
             for a in _flat_args(node):
                 if isinstance(a, torch.fx.Node) and a not in inside and a.name not in kernel.inputs:
                     kernel.inputs.append(a.name)
-    from kfuse import reduce  # reductions absorb the pointwise kernels around them (kfuse/reduce.py)
+    # reductions absorb the pointwise kernels around them (kfuse/kernels/reduce.py)
     steps = reduce.fuse_reductions(steps, nodes, _epochs(nodes))
-    from kfuse import attention  # scaled_dot_product_attention as one kernel (kfuse/attention.py)
+    # scaled_dot_product_attention as one kernel (kfuse/kernels/attention.py)
     steps = attention.fuse_attention(steps)
-    from kfuse import recurrent  # nn.GRU's layers: a GEMM and one recurrence kernel each (kfuse/recurrent.py)
+    # nn.GRU's layers: a GEMM and one recurrence kernel each (kfuse/kernels/recurrent.py)
     steps = recurrent.fuse_recurrent(steps)
     for kernel in steps:
         if isinstance(kernel, reduce.ReduceKernel):
-            kernel.name = _unique(reduce.kernel_name(kernel), names)
+            kernel.name = unique(reduce.kernel_name(kernel), names)
             if target == "cuda":
                 _reduce_conv_channels_last(kernel, steps, precision)
         elif isinstance(kernel, attention.AttentionKernel):
-            kernel.name = _unique("fused_scaled_dot_product_attention", names)
+            kernel.name = unique("fused_scaled_dot_product_attention", names)
         elif isinstance(kernel, recurrent.RecurrentKernel):
-            kernel.name = _unique("fused_gru", names)
+            kernel.name = unique("fused_gru", names)
         elif isinstance(kernel, FusedKernel):
             kernel.write_into = _reusable_buffer(kernel, steps)
             _move_conv_bias(kernel, steps)
-            kernel.name = _unique(_kernel_name(kernel), names)
+            kernel.name = unique(_kernel_name(kernel), names)
             if target == "cuda":
                 _read_conv_channels_last(kernel, steps, precision)
-    from kfuse import window  # pooling and scans absorb the pointwise kernels around them (kfuse/window.py)
+    # pooling and scans absorb the pointwise kernels around them (kfuse/kernels/window.py)
     steps = window.fuse_windows(steps, nodes, _epochs(nodes))
     for kernel in steps:
         if isinstance(kernel, window.WindowKernel):
-            kernel.name = _unique(window.kernel_name(kernel), names)
-    from kfuse import gemm  # fp32 GEMMs on kfuse's template, with the kernel after them as epilogue (kfuse/gemm.py)
+            kernel.name = unique(window.kernel_name(kernel), names)
+    # fp32 GEMMs on kfuse's template, with the kernel after them as epilogue (kfuse/kernels/gemm.py)
     steps = gemm.fuse_gemms(steps, names)
-    from kfuse import conv  # convolutions become kfuse kernels with their epilogue (kfuse/conv.py)
-    steps = conv.fuse_convolutions(steps, names, _unique, target, precision)
+    # convolutions become kfuse kernels with their epilogue (kfuse/kernels/conv.py)
+    steps = conv.fuse_convolutions(steps, names, unique, target, precision)
     return Plan(steps)
 
 
@@ -305,26 +223,13 @@ def _move_conv_bias(kernel: FusedKernel, steps: list[Step]) -> None:
         kernel.inputs.append(bias.name)
 
 
-def movable_bias(node: torch.fx.Node) -> torch.fx.Node | None:
-    """A batched convolution's per-channel bias, of its output's dtype, or None."""
-    if str(node.target) not in BIASED_CONVS or len(node.args) < 3:
-        return None
-    bias, out = node.args[2], tensor_meta(node)
-    spatial = BIASED_CONVS[str(node.target)]
-    if not isinstance(bias, torch.fx.Node) or out is None or (spatial is not None and out.dim() != spatial + 2):
-        return None  # no bias, or an unbatched input (its channels are dim 0)
-    if tensor_meta(bias) is None or tensor_meta(bias).dim() != 1 or tensor_meta(bias).dtype != out.dtype:
-        return None
-    return bias
-
-
 def add_convolution_epilogues(captured, target: str, precision: str) -> None:
     """CUDA: a convolution whose result is returned as it is gets a copy after it (aten.clone) where that copy has
     work to do, so the planner hands it the bias and the layout like any epilogue and cuDNN keeps the convolution:
     adding the bias (cuDNN adds it in a pass of its own: the copy costs nothing more), or writing a channels-last
     result back in the caller's layout (cuDNN's channels-last kernels are the fast ones: _runs_channels_last).
     Without either, the copy would be pure overhead: such a file may get kfuse's own convolution kernels
-    (kfuse.conv._kernels_on_cuda). Updates captured.graph and captured.outputs."""
+    (kfuse.kernels.conv._kernels_on_cuda). Updates captured.graph and captured.outputs."""
     if target != "cuda":
         return
     output = next(n for n in captured.graph.nodes if n.op == "output")
@@ -370,7 +275,7 @@ def _read_conv_channels_last(kernel: FusedKernel, steps: list[Step], precision: 
 def _reduce_conv_channels_last(kernel, steps: list[Step], precision: str) -> None:
     """A 2D/3D convolution read only by this reduction kernel runs channels-last where the kernel writes nothing of
     the full shape (a pooled or reduced result: no output changes layout). The kernel reads its operands through
-    their strides (kfuse/reduce.py), so the layout costs it nothing, and cuDNN's NCHW path would have made the
+    their strides (kfuse/kernels/reduce.py), so the layout costs it nothing, and cuDNN's NCHW path would have made the
     same channels-last copy of the input and one more of the output (nchwToNhwc / nhwcToNchw). Only where the
     channels are kept (a pooled mean): a reduction over them would read rows of C contiguous floats, short rows
     that kfuse's row kernels take a warp each for (suite/level2/4, min over 64 channels: no faster channels-last,
@@ -410,7 +315,7 @@ def _runs_channels_last(node: torch.fx.Node, precision: str) -> bool:
     if precision == "tf32":
         return True
     # fp32 policy: within 1e-4 of eager's own NCHW call only where the GPU shows the same output channels-last
-    # (kfuse.eager_precision); without a GPU to ask, NCHW.
+    # (kfuse.kernels.eager_precision); without a GPU to ask, NCHW.
     return _long_reduction(node) and bool(channels_last_keeps_result(node))
 
 
@@ -491,11 +396,6 @@ def _kernel_name(kernel: FusedKernel) -> str:
             parts.append(part)
     name = "fused_" + "_".join(parts)
     return name if len(name) <= 60 else name[:60].rstrip("_")
-
-
-def _unique(name: str, seen: dict[str, int]) -> str:
-    seen[name] = seen.get(name, 0) + 1
-    return name if seen[name] == 1 else f"{name}_{seen[name]}"
 
 
 def _reusable_buffer(kernel: FusedKernel, steps: list[Step]) -> str | None:

@@ -1,6 +1,6 @@
 """The candidate's process: builds ModelNew and runs it when the trusted worker asks, nothing more.
 
-Run as `python -m kfuse.sandbox READ_FD WRITE_FD`. Everything here shares a process with the candidate's code,
+Run as `python -m kfuse.judge.sandbox READ_FD WRITE_FD`. Everything here shares a process with the candidate's code,
 so nothing here decides anything: it reports outputs (sent back whole and compared by the trusted worker) and a
 few observations meant to catch honest bugs (mutated inputs, run-to-run differences), plus the candidate's own
 timings, which only a candidate that tampers with torch's timers could falsify.
@@ -21,8 +21,8 @@ import time
 
 import torch
 
-from kfuse import wire
-from kfuse.compare import leaves, same_bits
+from kfuse.judge import wire
+from kfuse.judge.compare import leaves, same_bits
 from kfuse.loader import import_from_source
 from kfuse.problem import (L2Flush, ProblemError, apply_precision, build_reference, describe_exception, load_problem,
                            make_inputs, refill, release_cached_memory, rerandomise, strided, synchronize,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-# Each status's rich style, in a single verdict (here) and in bench's table (kfuse.bench_report).
+# Each status's rich style, in a single verdict (here) and in bench's table (kfuse.bench.report).
 STYLE = {"correct": "bold green", "correct-parity": "bold yellow", "incorrect": "bold red",
          "compile_error": "bold magenta", "crashed": "bold red", "timeout": "bold yellow", "rejected": "bold red",
          "unsupported": "dim", "missing": "dim"}

@@ -7,11 +7,11 @@ its epilogue (bias, scalar multipliers, activations, residual adds: anything the
 2D transpose feeding it only is absorbed as strides. Anything else stays as it was (library call + epilogue
 kernel): a row vector times a matrix (M = 1 at capture), non-fp32 dtypes, broadcast batches beyond 3D,
 alpha/beta != 1. A matrix times a vector (N = 1 at capture) gets the memory-bound GEMV kernel instead of the
-tiles; an output with few tiles for a long K (512x512, K = 262144) splits K (both in kfuse/gemm_cuda.py).
+tiles; an output with few tiles for a long K (512x512, K = 262144) splits K (both in kfuse/kernels/gemm_cuda.py).
 
-Printing: the CUDA target instantiates the 3xTF32 tensor-core template (kfuse/gemm_cuda.py: mma.sync, and a wgmma
-kernel used on sm_90 for K-contiguous operands when the file is built for sm_90a) with an epilogue
-functor built from the fused kernel's op function (codegen._op_function, the same C expressions as every other
+Printing: the CUDA target instantiates the 3xTF32 tensor-core template (kfuse/kernels/gemm_cuda.py: mma.sync, and a
+wgmma kernel used on sm_90 for K-contiguous operands when the file is built for sm_90a) with an epilogue
+functor built from the fused kernel's op function (printing.op_function, the same C expressions as every other
 kernel); the CPU target prints blocked loops over rows (at::parallel_for) accumulating in double, same epilogue.
 """
 
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from kfuse import choices
-from kfuse.gemm_cuda import DEFAULT, GEMM_DECLS, GEMM_TEMPLATE, TileConfig
-from kfuse.plan import FusedKernel, LibraryCall, short_name, tensor_meta, _mutates, _unique
+from kfuse.kernels import choices, printing
+from kfuse.kernels.gemm_cuda import DEFAULT, GEMM_DECLS, GEMM_TEMPLATE, TileConfig
+from kfuse.kernels.steps import FusedKernel, LibraryCall, mutates, short_name, tensor_meta, unique
 
 TRANSPOSES = {"aten.numpy_T.default", "aten.t.default", "aten.transpose.int", "aten.permute.default"}
 
@@ -169,7 +169,7 @@ def fuse_gemms(steps: list, names: dict[str, int]) -> list:
                          and not s.bias and not s.channels_last_input), None)
         if epilogue is not None:
             between = steps[position + 1:steps.index(epilogue)]
-            if not any(isinstance(s, LibraryCall) and _mutates(s.node) for s in between):
+            if not any(isinstance(s, LibraryCall) and mutates(s.node) for s in between):
                 step.epilogue = epilogue
         removed = [anchor] + [calls[t] for t in step.absorbed] + ([step.epilogue] if step.epilogue else [])
         target = steps.index(step.epilogue) if step.epilogue else position
@@ -177,7 +177,7 @@ def fuse_gemms(steps: list, names: dict[str, int]) -> list:
         steps = [s for s in steps if not any(s is r for r in removed)]
         parts = [short_name(t) for t in step.ops if short_name(t) not in ("numpy_T", "t", "transpose", "permute")]
         merged = [p for i, p in enumerate(parts) if i == 0 or parts[i - 1] != p]
-        step.name = _unique((("gemv_" if step.gemv else "gemm_") + "_".join(merged))[:60].rstrip("_"), names)
+        step.name = unique((("gemv_" if step.gemv else "gemm_") + "_".join(merged))[:60].rstrip("_"), names)
     return steps
 
 
@@ -357,8 +357,8 @@ class GemmSources:
 def render(steps: list[GemmStep], target: str) -> GemmSources:
     if not steps:
         return GemmSources("", "", "", "")
-    from kfuse.codegen import _op_function  # the same op -> C expression printer as every fused kernel
-    functions = "".join(_op_function(s.epilogue) for s in steps if s.epilogue)
+    # the same op -> C expression printer as every fused kernel
+    functions = "".join(printing.op_function(s.epilogue) for s in steps if s.epilogue)
     template = GEMM_TEMPLATE if target == "cuda" else ""
     device = template + EPILOGUE_HELPERS + functions + "".join(_device_code(s, target) for s in steps)
     host = "".join(_host_wrapper(s, target) for s in steps)

@@ -33,7 +33,7 @@ Printing, CUDA: an implicit GEMM on FFMA (exact fp32; on the suite's problems bi
   memory, against PyTorch's own depthwise kernel.
 Printing, CPU: for each (image, output channel) plane, the taps accumulate into a row buffer in the same
   (input channel, tap) order, then the epilogue runs over the plane.
-The epilogue is the pointwise kernel's own op function (codegen._op_function): one expression table for all.
+The epilogue is the pointwise kernel's own op function (printing.op_function): one expression table for all.
 """
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kfuse import choices
-from kfuse.eager_precision import runs_tf32
-from kfuse.plan import FUSABLE_DTYPES, FusedKernel, LibraryCall, TupleItem, tensor_meta
+from kfuse.kernels import choices, printing
+from kfuse.kernels.eager_precision import runs_tf32
+from kfuse.kernels.steps import (FUSABLE_DTYPES, FusedKernel, LibraryCall, TupleItem, boxed_arguments, mutates,
+                                 tensor_meta)
 
 # aten op -> (spatial dims, None for any; argument positions of stride, padding, dilation, groups)
 CONVOLUTIONS = {
@@ -142,7 +143,6 @@ def conv_spec(node: torch.fx.Node) -> dict | None:
     target = str(node.target)
     if node.op != "call_function" or target not in CONVOLUTIONS:
         return None
-    from kfuse.codegen import boxed_arguments
     values = boxed_arguments(node)
     transposed, output_padding = False, 0
     if target == "aten.convolution.default":
@@ -179,7 +179,7 @@ def fuse_convolutions(steps: list, names: dict[str, int], unique, target: str, p
     development set's 3D convolution ran at fp32 accuracy, its 1x1 one in TF32), and a kfuse TF32 product never
     matches cuDNN's own
     TF32 to 1e-4 anyway. Accurate, the kernel matches eager wherever eager is accurate. Where eager's call runs TF32
-    (asked of the GPU: kfuse.eager_precision), no kernel of ours lands within 1e-4 of it, so cuDNN keeps that
+    (asked of the GPU: kfuse.kernels.eager_precision), no kernel of ours lands within 1e-4 of it, so cuDNN keeps that
     convolution, in a file of bare convolutions too (where the file then has no kernel of its own: being closer
     to the float64 truth than eager is not KernelBench's check, 1e-4 of eager's output). Without a GPU to ask, the
     kernels replace the calls as the rules say."""
@@ -292,8 +292,7 @@ def _index(steps: list, step) -> int:
 
 
 def _writes_between(steps: list, begin: int, end: int) -> bool:
-    from kfuse.plan import _mutates
-    return any(isinstance(s, LibraryCall) and _mutates(s.node) for s in steps[begin + 1:end])
+    return any(isinstance(s, LibraryCall) and mutates(s.node) for s in steps[begin + 1:end])
 
 
 def _kernel_name(kernel: ConvKernel) -> str:
@@ -1319,8 +1318,7 @@ class ConvSources:
 def _op_function(kernel: ConvKernel) -> str:
     """The epilogue's expression: the pointwise kernel's own op function, or the bias add of a bare convolution."""
     if kernel.epilogue is not None:
-        from kfuse.codegen import _op_function as pointwise_op_function
-        return pointwise_op_function(kernel.epilogue)
+        return printing.op_function(kernel.epilogue)
     if kernel.bias:
         return f"KF_INLINE float {kernel.name}_op(float a0, float a1) {{\n    return a0 + a1;  // the bias\n}}\n"
     return f"KF_INLINE float {kernel.name}_op(float a0) {{\n    return a0;\n}}\n"
@@ -1466,13 +1464,12 @@ def render(kernels: list[ConvKernel], target: str) -> ConvSources:
 
 def forward_lines(kernel: ConvKernel, names: dict[str, str]) -> list[str]:
     """The line of `forward` that runs the convolution with its epilogue."""
-    from kfuse.codegen import _kernel_argument
     args = [names[kernel.input], names[kernel.weight]]
     for name in kernel.operands:
         if name == kernel.conv.name:
             continue
         if kernel.epilogue is not None:
-            args.append(_kernel_argument(kernel.epilogue, name, names))
+            args.append(printing.kernel_argument(kernel.epilogue, name, names))
         else:  # the bias, (C,) viewed as (C, 1, ...): one value per channel
             args.append(f"{names[name]}.view({{{', '.join(['-1'] + ['1'] * kernel.spatial)}}})")
     names[kernel.result.name] = kernel.result.name

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kfuse import ops
-from kfuse.plan import FusedKernel, LibraryCall, TupleItem, movable_bias, tensor_meta
+from kfuse.kernels import ops
+from kfuse.kernels.steps import FusedKernel, LibraryCall, TupleItem, movable_bias, tensor_meta
 
 # --------------------------------------------------------------------------------------------------------------
 # Reducers: the per-row state, how one value updates it and how two states merge (the merge must treat the
@@ -467,7 +467,7 @@ class Spec:
 
 
 def _bound(node: torch.fx.Node) -> dict:
-    return ops._bind(node.target._schema, list(node.args), dict(node.kwargs))
+    return ops.bind_arguments(node.target._schema, list(node.args), dict(node.kwargs))
 
 
 def _rank(node) -> int:
@@ -812,8 +812,8 @@ def _native_batch_norm_eval(node, p, source):
 
 def _global_avg_pool(node, p, source):
     """adaptive_avg_pool to output size 1 everywhere: a mean over the spatial dims, kept (PyTorch computes it
-    with mean() too). Other output sizes are kfuse/window.py's."""
-    from kfuse.window import global_mean_dims
+    with mean() too). Other output sizes are kfuse/kernels/window.py's."""
+    from kfuse.kernels.window import global_mean_dims
     dims = global_mean_dims(node)
     if dims is None:
         raise Unsupported("to output sizes other than 1 (a pooling kernel's job, not a reduction's)")

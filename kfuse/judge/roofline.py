@@ -13,9 +13,9 @@ from pathlib import Path
 
 import torch
 
-from kfuse.compare import leaves
+from kfuse.judge.compare import leaves
 from kfuse.problem import L2Flush, time_one_call
-from kfuse.timing import TimingPlan, time_interleaved
+from kfuse.judge.timing import TimingPlan, time_interleaved
 
 CEILINGS_VERSION = "ceilings/2"  # bump when the measurement changes, so cached values are measured again
 CACHE = Path(os.environ.get("KFUSE_CACHE", Path.home() / ".cache" / "kfuse")) / "ceilings.json"

@@ -89,7 +89,7 @@ def spin_until_readable(stream, seconds: float) -> None:
     Used around timed calls only, so that a process does not time its next call straight after waking from a sleep
     (on another CPU core, with cold caches). On an H100 it moved the candidate's ReLU from 0.97-0.98x to
     0.99-1.00x eager (results/timing-spin-...log); the rest of that bias went with timing eager in a process of its
-    own as well (kfuse.sandbox).
+    own as well (kfuse.judge.sandbox).
 
     Not with fewer cores than the three processes that spin while timing (the judge's worker, the candidate's and
     the reference's): they would take turns on the cores, each round trip waiting for a time slice (a CPU-target

@@ -15,8 +15,8 @@ import textwrap
 from pathlib import Path
 
 from kfuse import __version__
-from kfuse.capture import Captured
-from kfuse.codegen import REGISTRATION, Sources
+from kfuse.compiler.capture import Captured
+from kfuse.compiler.codegen import REGISTRATION, Sources
 
 
 # The CUDA target's host file: torch compiles a cpp source with no -O flag at all.

@@ -292,7 +292,7 @@ def _lit(x) -> str:
     return _operand(x)
 
 
-def _bind(schema, args: list, kwargs: dict) -> dict:
+def bind_arguments(schema, args: list, kwargs: dict) -> dict:
     """The node's args and kwargs by schema argument name, defaults filled in."""
     params = schema.arguments
     if len(args) > len(params):
@@ -330,7 +330,7 @@ def _add(name: str, fn: Callable[[dict], str], tensor_params: tuple[str, ...] = 
     positions = tuple(names.index(p) for p in tensor_params)
 
     def render(args: list, kwargs: dict, _schema=schema, _fn=fn) -> str:
-        return _fn(_bind(_schema, list(args), dict(kwargs or {})))
+        return _fn(bind_arguments(_schema, list(args), dict(kwargs or {})))
 
     POINTWISE[name] = PointwiseOp(name=name, tensor_args=positions, render=render)
     if bool_result:

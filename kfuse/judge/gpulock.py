@@ -5,10 +5,10 @@ another's GPU work. A timed region must still have the GPU to itself, so the jud
 - shared while it runs anything on the GPU that is not timed (references, trials, float64 truths), a trial at a
   time, so several such phases overlap and a waiting writer waits for one trial of each;
 - exclusive while it times, so nothing else runs on the GPU then.
-Builds and captures take no lock: they never touch the GPU. Nor does torch.compile's compile (kfuse.worker,
+Builds and captures take no lock: they never touch the GPU. Nor does torch.compile's compile (kfuse.judge.worker,
 reference_timing_prepared says why).
 
-A judge whose problem is too big for two judges' copies in GPU memory (kfuse.worker's too_big_to_share) takes
+A judge whose problem is too big for two judges' copies in GPU memory (kfuse.judge.worker's too_big_to_share) takes
 `big` sections for its untimed work instead: shared with the small judges' untimed work, but one big judge at a
 time (a third file, `.big`, held exclusively around the shared section). It used to take the GPU exclusively: on
 the development set 20 such problems then stopped the seven other judges for 35-100 s each.
@@ -37,7 +37,7 @@ class GpuLock:
     def __init__(self, path: str | os.PathLike, sole: bool = False):
         self.path = Path(path)
         # Sole: every section exclusive, as timing is. For a judge run again after it ran out of GPU memory beside
-        # the others (kfuse.bench.LocalRunner): its GPU work then overlaps nobody's, while the other judges go on
+        # the others (kfuse.bench.runner.LocalRunner): its GPU work then overlaps nobody's, while the other judges go on
         # with their CPU work (builds, torch.compile) instead of all waiting for the end of the run.
         self.sole = sole
         self.path.parent.mkdir(parents=True, exist_ok=True)

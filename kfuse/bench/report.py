@@ -18,7 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from kfuse.report import STYLE
+from kfuse.judge.report import STYLE
 
 FAILURES = ("compile_error", "crashed", "timeout", "incorrect", "rejected", "unsupported", "missing")
 STATUSES = ("correct", "correct-parity") + FAILURES

@@ -1,8 +1,8 @@
 """The judge's trusted worker: runs the protocol of DESIGN.md §4 against a candidate kept in its own process.
 
-Run as `python -m kfuse.worker SPEC.json EVENTS.jsonl` with a one-line token on stdin. The problem's reference,
+Run as `python -m kfuse.judge.worker SPEC.json EVENTS.jsonl` with a one-line token on stdin. The problem's reference,
 its float64 ground truth, the inputs, every comparison and the verdict live here; the candidate's code runs only
-in a child process (kfuse.sandbox) that builds ModelNew and returns its outputs as data. Each step appends one
+in a child process (kfuse.judge.sandbox) that builds ModelNew and returns its outputs as data. Each step appends one
 JSON line, carrying the token, to EVENTS, so the parent knows where the run was if it dies, and lines written by
 anyone without the token are ignored.
 """
@@ -20,12 +20,12 @@ from pathlib import Path
 
 import torch
 
-from kfuse import gpulock, roofline, wire
-from kfuse.compare import compare_outputs, float64_chunks, leaves, same_bits
-from kfuse.judge import BUILD_STAGE, WAIT_STAGE
+from kfuse.judge import gpulock, roofline, wire
+from kfuse.judge.compare import compare_outputs, float64_chunks, leaves, same_bits
+from kfuse.judge.verdict import BUILD_STAGE, WAIT_STAGE
 from kfuse.problem import (ProblemError, apply_precision, build_reference, describe_exception, load_problem,
                            make_inputs, release_cached_memory, rerandomise, strided, synchronize, weight_scales)
-from kfuse.timing import TimingPlan, time_interleaved
+from kfuse.judge.timing import TimingPlan, time_interleaved
 
 # The copy ceiling is torch's own copy kernel at its best; a kernel may beat it by a few percent, not 10%.
 FLOOR_MARGIN = 0.9
@@ -72,14 +72,14 @@ def trial_plan(n: int) -> list[str]:
 
 class CandidateProcess:
     """The sandbox child: requests go down one pipe, replies (data only) come up another. `role` names it in
-    verdicts: the candidate's process, or the reference's timing process (see kfuse.sandbox)."""
+    verdicts: the candidate's process, or the reference's timing process (see kfuse.judge.sandbox)."""
 
     def __init__(self, device: torch.device, events: Events, role: str = "the candidate's process"):
         self.device, self.events, self.role = device, events, role
         down_read, down_write = os.pipe()
         up_read, up_write = os.pipe()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "kfuse.sandbox", str(down_read), str(up_write)],
+            [sys.executable, "-m", "kfuse.judge.sandbox", str(down_read), str(up_write)],
             pass_fds=(down_read, up_write), stdin=subprocess.DEVNULL, close_fds=True)
         os.close(down_read)
         os.close(up_write)
@@ -157,13 +157,13 @@ class Judgement:
 
     def untimed(self):
         """A section of untimed GPU work: shared with other judges' untimed work; for a big problem, with no other
-        big problem's (kfuse.gpulock, `big`)."""
+        big problem's (kfuse.judge.gpulock, `big`)."""
         return self.gpu.big() if self.big else self.gpu.shared()
 
     def too_big_to_share(self) -> bool:
         """Inputs so large that two judges' copies of them (clones, float64 truths: ~16x) might not fit. (Two, not
         every sharer: most neighbours are small, and a job that runs out of memory beside others is judged again,
-        its GPU sections exclusive, then if need be alone at the end, kfuse.bench.LocalRunner.)"""
+        its GPU sections exclusive, then if need be alone at the end, kfuse.bench.runner.LocalRunner.)"""
         if self.device.type != "cuda" or isinstance(self.gpu, gpulock.NoLock):
             return False
         made = make_inputs(self.problem, self.spec["seed"], torch.device("meta"))
@@ -190,7 +190,7 @@ class Judgement:
             raise Outcome("usage", f"the problem's Model failed: {describe_exception(err)}") from None
         mutated = [i for i, (a, b) in enumerate(zip(inputs, pristine)) if not same_bits(a, b)]
         # Emptied, not just unnamed (the caller's frame holds the lists until this returns): the float64 upcast
-        # is never held beside the inputs and their clone. A 6 GB problem needs that memory (kfuse.bench's
+        # is never held beside the inputs and their clone. A 6 GB problem needs that memory (kfuse.bench.runner's
         # JUDGE_COPIES counts on it).
         inputs.clear()
         upcast = [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in pristine]
@@ -325,7 +325,7 @@ class Judgement:
 
     def time_models(self, reference: dict) -> dict:
         """Every contender is timed in a process of its own that answers the worker's requests: the candidate in
-        its sandbox, eager and torch.compile in the reference's timing process (kfuse.sandbox, own_reference)."""
+        its sandbox, eager and torch.compile in the reference's timing process (kfuse.judge.sandbox, own_reference)."""
         s = self.spec
         base = s["seed"] + 999
         plan = TimingPlan(warmup=s["warmup"], min_trials=s["timing_trials"], min_seconds=s["min_seconds"])

@@ -16,19 +16,20 @@ from dataclasses import dataclass, fields, replace
 
 @dataclass(frozen=True)
 class Choices:
-    # kfuse's fp32 GEMM template with its fused epilogue (kfuse/gemm.py); False: the library call (cuBLAS, or
+    # kfuse's fp32 GEMM template with its fused epilogue (kfuse/kernels/gemm.py); False: the library call (cuBLAS, or
     # ATen on the CPU) and the epilogue as a pointwise kernel written in place after it
     gemm_kernels: bool = True
     # the Hopper wgmma kernel where the template would use it (sm_90, K-contiguous operands); False: mma.sync only
     gemm_wgmma: bool = True
-    # which convolutions run on kfuse's kernels (kfuse/conv.py): "rule" its frozen rule (small filters, depthwise,
-    # files of bare convolutions on CUDA; all on the CPU), "all" every covered one, "library" none (cuDNN / ATen)
+    # which convolutions run on kfuse's kernels (kfuse/kernels/conv.py): "rule" its frozen rule (small filters,
+    # depthwise, files of bare convolutions on CUDA; all on the CPU), "all" every covered one, "library" none (cuDNN /
+    # ATen)
     conv_kernels: str = "rule"
     # the small-filter convolution on 3xTF32 tensor cores where its tile fits; False: the FFMA kernel
     small_filter_tensor_cores: bool = True
     # CUDA: convolutions channels-last where plan._runs_channels_last allows it; False: every one NCHW
     channels_last: bool = True
-    # which ops keep eager's own calls so that their values are eager's to the bit (kfuse/eager_precision.py):
+    # which ops keep eager's own calls so that their values are eager's to the bit (kfuse/kernels/eager_precision.py):
     # "tf32" what a TF32 call reads; "all" every op but the pointwise ones a kernel computes exactly, the fallback
     # for a file the judge found as accurate as eager but not within KernelBench's 1e-4 of it (`kfuse optimize`)
     eager_bits: str = "tf32"

@@ -2,11 +2,11 @@
 
 Without candidates, each problem streams through a Pipeline: optimized (`kfuse optimize --no-check`, a process
 each, several at once), built, then judged as soon as it is built, while later problems are still being optimized
-and built. Each problem with a candidate is one *job* run in a fresh process (`python -m kfuse.bench JOB OUT`):
+and built. Each problem with a candidate is one *job* run in a fresh process (`python -m kfuse.bench.runner JOB OUT`):
 `kfuse.judge.check`, which starts its own sandboxed processes under their timeouts. A job carries the problem's and
 candidate's text, not paths, so it runs the same on this machine or on a Ray node. A finished job's result goes to
 `--out/cache/<sha256>.json` at once: a rerun, or a run after Ctrl-C, judges only what is not there yet. The report
-(`kfuse.bench_report`) is built from the records.
+(`kfuse.bench.report`) is built from the records.
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
-from kfuse import __version__, gpulock
+from kfuse import __version__
+from kfuse.judge import gpulock
 from kfuse.errors import UsageError
-from kfuse.judge import kill_session
+from kfuse.judge.verdict import kill_session
 from kfuse.loader import top_level_names
 
 SCHEMA = "kfuse.bench/1"
@@ -51,7 +52,7 @@ class BenchOptions:
     out: Path = Path("bench-out")
     candidates: Path | None = None        # None: optimize every problem
     workers: int | None = None            # None: every visible GPU (cuda), 1 (cpu)
-    per_gpu: int = 1                      # jobs sharing each GPU (their timing still runs alone: kfuse.gpulock)
+    per_gpu: int = 1                      # jobs sharing each GPU (their timing still runs alone: kfuse.judge.gpulock)
     ray: str | None = None                # None, "local", or a cluster address
     timeout: float = 300.0                # per problem, for the judge (build included) and again for optimize
     time: bool = True
@@ -61,7 +62,7 @@ class BenchOptions:
     seed: int | None = 0                  # fixed, so that a cached result is the result of a rerun
 
     def check_options(self):
-        from kfuse.judge import CheckOptions
+        from kfuse.judge.verdict import CheckOptions
 
         return CheckOptions(device=self.device, trials=self.trials, timeout=self.timeout, seed=self.seed,
                             time=self.time, compile_modes=list(self.compile_modes), min_seconds=self.min_seconds)
@@ -220,7 +221,7 @@ def run_job(job: dict) -> dict:
 
 
 def _run_job(job: dict) -> dict:
-    from kfuse.judge import CheckOptions, check
+    from kfuse.judge.verdict import CheckOptions, check
 
     result = {"status": None, "reasons": [], "verdict": None, "optimized": job.get("optimized"),
               "candidate_code": job["candidate_text"] if job.get("optimized") else None,
@@ -243,7 +244,7 @@ def _run_job(job: dict) -> dict:
             result.update(status="unsupported", reasons=[str(err)])
             return result
         result.update(status=verdict["status"], reasons=verdict["reasons"], verdict=verdict)
-        if verdict.get("stale_build_locks"):  # kfuse.judge.stale_build_locks: not the candidate's verdict, not cached
+        if verdict.get("stale_build_locks"):  # kfuse.judge.verdict.stale_build_locks: not the candidate's verdict, not cached
             result["infra"] = True
     return result
 
@@ -265,7 +266,7 @@ def run_job_isolated(job: dict, env: dict | None = None) -> dict:
         job_path.write_text(json.dumps(job))
         began = time.perf_counter()
         with open(log_path, "w") as log:
-            process = subprocess.Popen([sys.executable, "-m", "kfuse.bench", str(job_path), str(result_path)],
+            process = subprocess.Popen([sys.executable, "-m", "kfuse.bench.runner", str(job_path), str(result_path)],
                                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                        env=job_environment(env), start_new_session=True)
             with RUNNING_LOCK:
@@ -308,7 +309,7 @@ def job_environment(extra: dict | None) -> dict:
     """Ours, plus the slot's (CUDA_VISIBLE_DEVICES), with this kfuse importable: on a Ray node it may have come
     with the task (py_modules) rather than installed."""
     env = {**os.environ, **(extra or {})}
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # the folder that holds the kfuse package
     paths = env.get("PYTHONPATH", "").split(os.pathsep) if env.get("PYTHONPATH") else []
     installed = Path(root).name in ("site-packages", "dist-packages")  # there already, and never before stdlib
     if root not in paths and not installed:
@@ -353,7 +354,7 @@ def job_main(job_path: str, result_path: str) -> int:
 def kfuse_sources_digest() -> str:
     """sha256 of kfuse's own source files: an emitted ModelNew depends on them, not only on the version number."""
     h = hashlib.sha256()
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # the kfuse package, subpackages included
     for file in sorted(root.rglob("*.py")):
         h.update(file.relative_to(root).as_posix().encode())
         h.update(hashlib.sha256(file.read_bytes()).digest())
@@ -589,7 +590,7 @@ def start_order(problems: list[Problem], sizes: dict[Path, int]) -> list[Problem
 
 # A judgement's GPU memory at its peak, in copies of the problem's data (`footprints`: inputs, outputs, parameters
 # and the largest intermediate, fp32): the worker's reference call holds 2.5 (the output, the float64 upcast of the
-# inputs and the float64 truth, kfuse.worker's reference_call), the candidate's process 2 (its inputs, its output,
+# inputs and the float64 truth, kfuse.judge.worker's reference_call), the candidate's process 2 (its inputs, its output,
 # and for the determinism trial two more outputs), and the rest is slack. Measured: three norms with 14 GiB of data
 # were judged alone on an 80 GB H100, so at most 5.3x there; the sums of each process's own peak, an upper bound
 # (the processes peak at different stages), were 7.8-11x on the development set's big problems on an H200.
@@ -741,7 +742,7 @@ def record(problem: Problem, key: str | None, result: dict, options: BenchOption
 def stage_totals(optimized: dict, prebuild: dict | None, verdict: dict) -> dict[str, float]:
     """Seconds per stage of one problem: optimizing (capture and plan, in its own process), building (the
     prebuild and whatever the judge still built), then the judge's trials, torch.compile, waiting for the GPU and
-    timing (kfuse.judge.stage_seconds)."""
+    timing (kfuse.judge.verdict.stage_seconds)."""
     judged = dict(verdict.get("stages_s") or {})
     stages = {"capture_plan": optimized.get("optimize_s"),
               "build": (prebuild or {}).get("build_s", 0.0) + judged.pop("build", 0.0),
@@ -775,7 +776,7 @@ def visible_gpus() -> list[str]:
 
 def worker_slots(options: BenchOptions) -> list[dict]:
     """The environment of each local worker: one GPU each on the CUDA target, or `per_gpu` workers per GPU
-    that share one lock file, so that each one's timing has the GPU to itself (kfuse.gpulock)."""
+    that share one lock file, so that each one's timing has the GPU to itself (kfuse.judge.gpulock)."""
     if options.workers is not None and options.workers < 1:
         raise UsageError(f"--workers must be at least 1 (got {options.workers})")
     if options.per_gpu < 1:
@@ -821,7 +822,7 @@ class LocalRunner:
     others were the last 300 s of a 1,581 s run, 7 of 8 judges and most cores idle).
 
     A job that runs out of GPU memory all the same, beside other judges, is judged once more at once, next in line,
-    with its GPU to itself (and its GPU sections exclusive, kfuse.gpulock `sole`): the verdict then says what the
+    with its GPU to itself (and its GPU sections exclusive, kfuse.judge.gpulock `sole`): the verdict then says what the
     problem and candidate need, not what the neighbours held."""
 
     def __init__(self, slots: list[dict], gpu_bytes: int | None = None):
@@ -987,7 +988,7 @@ class RayRunner:
                 ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING, **resources)
             else:
                 # A cluster elsewhere gets this kfuse with the tasks (torch must be installed there).
-                package = str(Path(__file__).resolve().parent)
+                package = str(Path(__file__).resolve().parents[1])  # the kfuse package
                 ray.init(address=address, log_to_driver=False, runtime_env={"py_modules": [package]})
             self.started_here = True
         need = {"num_gpus": 1} if options.device == "cuda" else {"num_cpus": 1}
@@ -1036,7 +1037,7 @@ def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
     """Run the benchmark and write the report. UsageError for bad input; Ctrl-C keeps what finished."""
     from rich.console import Console
 
-    from kfuse import bench_report
+    from kfuse.bench import report as bench_report
 
     console = console or Console(stderr=True)
     began = time.perf_counter()

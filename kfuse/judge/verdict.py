@@ -1,6 +1,6 @@
 """`kfuse check`: the verdict on one candidate, from the static check and an isolated worker.
 
-The parent never imports user code. It parses both files, applies the static rules, then runs `kfuse.worker` in
+The parent never imports user code. It parses both files, applies the static rules, then runs `kfuse.judge.worker` in
 a new process session with a wall-clock timeout (build included) and, on the CPU target, a cap on host memory.
 Whatever the worker does — segfault, illegal address, hang, OOM — the parent survives and turns it into a verdict.
 """
@@ -26,7 +26,7 @@ from kfuse import PRECISIONS, __version__
 from kfuse.errors import UsageError
 from kfuse.extract import ExtractionError
 from kfuse.loader import check_problem_source, parse_python, read_candidate, top_level_names
-from kfuse.static import check_source
+from kfuse.judge.static import check_source
 
 # correct-parity: every kfuse check passed, KernelBench's allclose(1e-4) against eager did not (eager's own result
 # is that far from float64: TF32 convolutions). Reported apart, never counted as correct.
@@ -216,7 +216,7 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
             limit = memory_cap_bytes(options)
         with open(log_path, "w") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "kfuse.worker", str(spec_path), str(events_path)],
+                [sys.executable, "-m", "kfuse.judge.worker", str(spec_path), str(events_path)],
                 stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                 preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))) if limit else None)
             # The token marks the trusted worker's lines: the candidate's process can find the events file,

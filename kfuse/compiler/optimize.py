@@ -12,14 +12,14 @@ from pathlib import Path
 
 import torch
 
-from kfuse.capture import CaptureError, capture
-from kfuse.codegen import generate
-from kfuse.emit import EmitError, emit
-from kfuse.eager_precision import runs_tf32
+from kfuse.compiler.capture import CaptureError, capture
+from kfuse.compiler.codegen import generate
+from kfuse.compiler.emit import EmitError, emit
+from kfuse.kernels.eager_precision import runs_tf32
 from kfuse.errors import UsageError
 from kfuse.loader import check_problem_source
 from kfuse import PRECISIONS
-from kfuse.plan import add_convolution_epilogues, plan
+from kfuse.compiler.plan import add_convolution_epilogues, plan
 from kfuse.problem import ProblemError, build_reference, load_problem, make_inputs
 
 

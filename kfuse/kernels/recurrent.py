@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kfuse.plan import replace_library_calls, tensor_meta
+from kfuse.kernels.steps import replace_library_calls, tensor_meta
 
 GRU = "aten.gru.input"
 

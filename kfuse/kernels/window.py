@@ -9,7 +9,7 @@ every input element is read by one thread only (overlapping windows re-read neig
 over 2-3 dims take the strip kernel instead (strip_length): a thread computes a strip of up to 8 outputs down dim
 nd - 2 (H) at one output column, finds coordinates, bounds and lead offsets once for them, and loads each input
 row the strip's windows hold once, adding it to every window holding it, in PyTorch's summation order. A global
-average pool (output size 1 everywhere) is a mean over the spatial dims and goes to kfuse/reduce.py instead, as
+average pool (output size 1 everywhere) is a mean over the spatial dims and goes to kfuse/kernels/reduce.py instead, as
 PyTorch itself computes it with mean().
 
 Scans (cumsum, cumprod over any dim): a reverse scan written flip -> cumsum -> flip becomes one backward scan;
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kfuse import ops
-from kfuse.plan import FusedKernel, LibraryCall, TupleItem, movable_bias, tensor_meta
+from kfuse.kernels import ops
+from kfuse.kernels.steps import FusedKernel, LibraryCall, TupleItem, movable_bias, tensor_meta
 
 
 class Unsupported(Exception):
@@ -113,7 +113,7 @@ def global_mean_dims(node: torch.fx.Node) -> list[int] | None:
     kind = POOL_OPS.get(str(node.target))
     if kind is None or kind[0] != "adaptive":
         return None
-    p = ops._bind(node.target._schema, list(node.args), dict(node.kwargs))
+    p = ops.bind_arguments(node.target._schema, list(node.args), dict(node.kwargs))
     size, rank = p["output_size"], tensor_meta(node.args[0]).dim() if tensor_meta(node.args[0]) is not None else 0
     if isinstance(size, (list, tuple)) and size and all(s == 1 for s in size) and rank > kind[1]:
         return list(range(rank - kind[1], rank))
@@ -126,7 +126,7 @@ def pool_spec(node: torch.fx.Node) -> PoolSpec:
     rank = tensor_meta(source).dim()
     if rank not in (nd + 1, nd + 2):
         raise Unsupported(f"on a tensor of rank {rank}")
-    p = ops._bind(node.target._schema, list(node.args), dict(node.kwargs))
+    p = ops.bind_arguments(node.target._schema, list(node.args), dict(node.kwargs))
     if kind == "adaptive":
         if global_mean_dims(node) is not None:
             raise Unsupported("to output size 1 (a mean: the reduction kernel's job)")
@@ -153,7 +153,7 @@ def pool_spec(node: torch.fx.Node) -> PoolSpec:
 
 def scan_spec(node: torch.fx.Node) -> ScanSpec:
     source = _source_of(node)
-    p = ops._bind(node.target._schema, list(node.args), dict(node.kwargs))
+    p = ops.bind_arguments(node.target._schema, list(node.args), dict(node.kwargs))
     if p.get("dtype") not in (None, torch.float32):
         raise Unsupported(f"with dtype={p['dtype']} (fp32 kernels only)")
     rank = tensor_meta(source).dim()

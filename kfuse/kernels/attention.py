@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kfuse.plan import replace_library_calls, tensor_meta
+from kfuse.kernels.steps import replace_library_calls, tensor_meta
 
 SDPA = "aten.scaled_dot_product_attention.default"
 
@@ -47,8 +47,8 @@ class AttentionKernel:
 
 
 def _bound(node: torch.fx.Node) -> dict:
-    from kfuse import ops
-    return ops._bind(node.target._schema, list(node.args), dict(node.kwargs))
+    from kfuse.kernels import ops
+    return ops.bind_arguments(node.target._schema, list(node.args), dict(node.kwargs))
 
 
 def spec_for(node: torch.fx.Node) -> AttentionKernel:

@@ -33,6 +33,8 @@ import math
 
 import torch
 
+from kfuse.kernels.steps import boxed_arguments
+
 PROBE_BYTES = 1 << 30
 # The share of KernelBench's tolerance (allclose, atol = rtol = 1e-4) one layer may use: the rest is left for what
 # the layers after it make of the difference.
@@ -61,7 +63,7 @@ def runs_tf32(node: torch.fx.Node) -> bool:
 def eager_bits_needed(nodes: list[torch.fx.Node]) -> set[torch.fx.Node]:
     """The nodes whose values a TF32 call reads, directly or through earlier ops, and the recurrent TF32 calls
     themselves (no kfuse recurrence lands within 1e-4 of cuDNN's TF32 one): their eager calls stay. (A TF32
-    convolution's own call is kept by kfuse.conv, which may still move its bias or layout where nothing TF32
+    convolution's own call is kept by kfuse.kernels.conv, which may still move its bias or layout where nothing TF32
     reads its output.)"""
     tf32 = [n for n in nodes if n.op == "call_function" and runs_tf32(n)]
     needed = {n for n in tf32 if str(n.target) in RECURRENT}
@@ -91,7 +93,6 @@ def channels_last_keeps_result(node: torch.fx.Node) -> bool | None:
 def _ask(node: torch.fx.Node, variant: str) -> bool | None:
     if not torch.cuda.is_available():
         return None
-    from kfuse.codegen import boxed_arguments
     values = boxed_arguments(node)
     x, w, b, out = (_shape(v) for v in values[:3] + [node])
     if x is None or w is None or out is None:
@@ -134,7 +135,6 @@ def _recurrent_differs(node: torch.fx.Node) -> bool | None:
     KernelBench's tolerance of each other?"""
     if not torch.cuda.is_available():
         return None
-    from kfuse.codegen import boxed_arguments
     values = boxed_arguments(node)
     shapes = [_shape(v) if not isinstance(v, (list, tuple)) else tuple(_shape(x) for x in v) for v in values[:3]]
     rest = tuple(values[3:])
