@@ -33,14 +33,19 @@ def test_the_backend_is_registered_by_installing_kfuse():
     assert "kfuse" in list_backends(exclude_tags=())
 
 
-def test_a_model_compiled_with_kfuse_runs_kfuse_s_kernels_and_matches_eager(caplog):
+# Parameters as the graph's inputs (PyTorch 2.5 and later) or as its attributes (2.4, and this option off)
+@pytest.mark.parametrize("inline_modules", [True, False])
+def test_a_model_compiled_with_kfuse_runs_kfuse_s_kernels_and_matches_eager(caplog, inline_modules):
     torch._dynamo.reset()
     model = make_model()
     compiled = torch.compile(model, backend="kfuse")
-    with caplog.at_level(logging.INFO, logger="kfuse.backend"), torch.no_grad():
+    with caplog.at_level(logging.INFO, logger="kfuse.backend"), torch.no_grad(), \
+            torch._dynamo.config.patch(inline_inbuilt_nn_modules=inline_modules):
         for rows in (7, 7):  # (the second call reuses the compiled graph)
             x = torch.randn(rows, 24)
             torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+        model.linear.weight.mul_(2.0)  # changed in place after compiling: the compiled graph reads the new values
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
     compiled_logs = [r.getMessage() for r in caplog.records if "compiled into" in r.getMessage()]
     assert compiled_logs == ["kfuse: graph of 12 nodes compiled into 2 kernels (gemm_linear, fused_batch_norm_gelu_mul)"]
 
