@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -92,7 +93,10 @@ def check_command(problem, candidate, device, trials, timeout, seed, compile_mod
 
 
 @main.command("optimize")
-@click.argument("problem", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("problem", type=click.Path(dir_okay=False, path_type=Path), required=False)
+@click.option("--model", "model_spec", default=None, metavar="MODULE:FACTORY",
+              help="Instead of PROBLEM: a function of your own package returning (model, example_inputs); its "
+                   "problem file is written beside the output (<output>_problem.py).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write ModelNew (default: <problem>_new.py beside the problem).")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
@@ -106,13 +110,25 @@ def check_command(problem, candidate, device, trials, timeout, seed, compile_mod
 @click.option("--compile-modes", default="default", show_default=True)
 @click.option("--timeout", type=float, default=600.0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
-def optimize_command(problem, output, device, precision, no_check, no_timing, eager_rounding, compile_modes, timeout,
-                     json_path):
-    """Compile PROBLEM's Model into fused kernels: write ModelNew, then judge it like `kfuse check`."""
+def optimize_command(problem, model_spec, output, device, precision, no_check, no_timing, eager_rounding,
+                     compile_modes, timeout, json_path):
+    """Compile PROBLEM's Model (or --model's) into fused kernels: write ModelNew, then judge it like `kfuse check`."""
     from kfuse.kernels import choices
     from kfuse.judge.verdict import CheckOptions
     from kfuse.compiler.optimize import optimize
 
+    if (problem is None) == (model_spec is None):
+        fail("give a PROBLEM file or --model MODULE:FACTORY (one of them)")
+    if model_spec is not None:
+        from kfuse.problem import ProblemError, write_factory_problem
+
+        stem = "_".join(part for part in re.split(r"\W+", model_spec) if part)
+        output = output or Path(f"{stem}_new.py")
+        try:
+            problem = write_factory_problem(model_spec, output.with_name(f"{output.stem}_problem.py"))
+        except ProblemError as err:
+            fail(str(err))
+        click.echo(f"kfuse: wrote {problem} (the problem file for {model_spec})", err=True)
     output = output or problem.with_name(f"{problem.stem}_new.py")
     try:
         with choices.using(choices.EAGER_ROUNDING if eager_rounding else choices.Choices()):

@@ -173,3 +173,56 @@ def time_one_call(fn, device: torch.device, flush: L2Flush):
     began = time.perf_counter()
     result = fn()
     return (time.perf_counter() - began) * 1e3, result
+
+
+# `kfuse optimize --model MODULE:FACTORY`: the problem file written for a model of the user's own package.
+FACTORY_PROBLEM = '''"""{spec} as a KernelBench-style problem, written by `kfuse optimize --model`: Model holds the model
+{factory}() makes, and get_inputs() calls {factory}() for its example inputs (fresh ones under the caller's seed)."""
+import torch
+from {module} import {factory}
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = {factory}()[0]
+
+    def forward(self, {args}):
+        return self.model({args})
+
+
+def get_inputs():
+    return list({factory}()[1])
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def write_factory_problem(spec: str, path: Path) -> Path:
+    """A problem file for MODULE:FACTORY, a function of the user's own package returning (model, example_inputs).
+    The module is imported from the current folder or the installed packages, here and in the judge's processes.
+    ProblemError with one line for a bad spec or a factory that fails or returns something else."""
+    import importlib
+    import os
+    import sys
+
+    module_name, _, factory_name = spec.partition(":")
+    if not module_name or not factory_name.isidentifier():
+        raise ProblemError(f"--model must be MODULE:FACTORY (a function returning (model, example_inputs)), "
+                           f"got {spec!r}")
+    if os.getcwd() not in sys.path:  # as `python -m` would have it: the user's package beside them
+        sys.path.insert(0, os.getcwd())
+    try:
+        factory = getattr(importlib.import_module(module_name), factory_name)
+        made = factory()
+    except Exception as err:
+        raise ProblemError(f"--model {spec}: {describe_exception(err)}") from None
+    if not (isinstance(made, (tuple, list)) and len(made) == 2 and isinstance(made[0], torch.nn.Module)
+            and isinstance(made[1], (tuple, list))):
+        raise ProblemError(f"--model {spec}: the factory must return (model, example_inputs), a torch.nn.Module "
+                           f"and a list of its forward's arguments")
+    args = ", ".join(f"x{i}" for i in range(len(made[1])))
+    path.write_text(FACTORY_PROBLEM.format(spec=spec, module=module_name, factory=factory_name, args=args))
+    return path

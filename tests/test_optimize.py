@@ -349,3 +349,23 @@ def test_nothing_to_fuse_is_a_clear_error(tmp_path):
 def test_float64_model_says_why_nothing_fuses(tmp_path):
     stderr = _optimize_refused(tmp_path, "x * 3.0", "torch.rand(3, 4, dtype=torch.float64)")
     assert "compute in float32; this model's tensors are float64" in stderr
+
+
+def test_a_model_of_the_user_s_own_package_through_a_factory(tmp_path):
+    """`kfuse optimize --model MODULE:FACTORY`: the factory's (model, example_inputs) become a problem file beside
+    the output, and ModelNew (which makes its model with the same factory) is fused and judged correct."""
+    (tmp_path / "mymodels.py").write_text(
+        "import torch\n\n\ndef small_mlp():\n"
+        "    model = torch.nn.Sequential(torch.nn.Linear(12, 20), torch.nn.GELU(), torch.nn.Linear(20, 5)).eval()\n"
+        "    return model, [torch.randn(9, 12)]\n")
+    done = subprocess.run([sys.executable, "-m", "kfuse", "optimize", "--model", "mymodels:small_mlp", "--device",
+                           "cpu", "--no-timing", "--json", "r.json"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["status"] == "correct" and len(report["kernels"]) >= 2
+    assert "from mymodels import small_mlp" in (tmp_path / "mymodels_small_mlp_new.py").read_text()
+    assert (tmp_path / "mymodels_small_mlp_new_problem.py").exists()
+    wrong = subprocess.run([sys.executable, "-m", "kfuse", "optimize", "--model", "mymodels:absent", "--device", "cpu"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert wrong.returncode == 2 and wrong.stderr.startswith("kfuse: error: --model mymodels:absent")
