@@ -287,10 +287,13 @@ def test_out_of_gpu_memory_beside_other_judges_runs_again_at_once_with_the_gpu_t
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     slots = worker_slots(BenchOptions(device="cuda", per_gpu=3, out=tmp_path))
     started, done = [], []
+    results = []
     LocalRunner(slots, 80 << 30).run([(k, {"id": k, "data_bytes": 1 << 20}) for k in range(8)], started.append,
-                                     lambda tag, result: done.append((tag, result["status"])))
+                                     lambda tag, result: (done.append((tag, result["status"])),
+                                                          results.append((tag, result))))
     assert dict(done) == {**{k: "correct" for k in range(8)}, 5: "crashed"}
     assert sorted(started) == list(range(8)) and len(calls) == 10  # (each job shown as started once)
+    assert sorted(tag for tag, result in results if result.get("gpu_to_itself")) == [2, 5]
     again = [(tag, beside) for tag, env, beside in calls if env.get("KFUSE_GPU_SOLE")]
     assert sorted(tag for tag, _ in again) == [2, 5] and all(not beside for _, beside in again)
     assert not any(sole for _, _, beside in calls for _, sole in beside)  # nothing started beside them either

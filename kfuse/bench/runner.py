@@ -733,6 +733,7 @@ def record(problem: Problem, key: str | None, result: dict, options: BenchOption
         "gpu_peak_bytes": verdict.get("gpu_peak_bytes"),  # the judgement's, at most (LocalRunner's ledger)
         "data_bytes": result.get("data_bytes"),
         "judged_at_s": result.get("judged_at_s"),  # [started, ended], seconds into the run's segment
+        "gpu_to_itself": bool(result.get("gpu_to_itself")),  # out of GPU memory beside others, judged again alone
         "cached": cached,
         "key": key,
         "eager_rounding": bool(result.get("eager_rounding")),  # optimize's second file (eager_rounding_pass)
@@ -923,6 +924,7 @@ class LocalRunner:
                     if self.shared and not again and out_of_gpu_memory(result):
                         line.appendleft((tag, job, True))
                     else:
+                        result["gpu_to_itself"] = again  # (judged again so: the ledger's estimate was short)
                         on_done(tag, result)
                 dispatch()
             self.pool.shutdown(wait=True)
