@@ -24,6 +24,7 @@ import torch
 
 from kfuse.compiler.capture import CaptureError, capture
 from kfuse.compiler.codegen import REGISTRATION, Sources, generate
+from kfuse.compiler.emit import CPU_CFLAGS, CPU_LDFLAGS, CUDA_DEVICE_CFLAGS, CUDA_HOST_CFLAGS, SM90A_FLAGS
 from kfuse.compiler.plan import add_convolution_epilogues, plan
 
 log = logging.getLogger("kfuse.backend")
@@ -119,7 +120,7 @@ def constant(gm: torch.fx.GraphModule, path: str) -> Callable:
 
 
 def build(sources: Sources):
-    """The sources as an extension module, with the flags an emitted file builds them with (kfuse.emit)."""
+    """The sources as an extension module, with the flags an emitted file builds them with (kfuse.compiler.emit)."""
     from torch.utils.cpp_extension import load_inline
 
     digest = hashlib.sha256((sources.cpp + (sources.cuda or "")).encode()).hexdigest()[:16]
@@ -131,8 +132,9 @@ def build(sources: Sources):
         arch = []
         if sources.sm90a and torch.cuda.device_count() > 0 and all(
                 torch.cuda.get_device_capability(i) == (9, 0) for i in range(torch.cuda.device_count())):
-            arch = ["-gencode=arch=compute_90a,code=sm_90a", "-DKF_SM90A", "-DKF_ONLY_SM90A"]
-        options.update(cuda_sources=sources.cuda, extra_cflags=["-O1"], extra_cuda_cflags=["-O3"] + arch)
+            arch = SM90A_FLAGS
+        options.update(cuda_sources=sources.cuda, extra_cflags=CUDA_HOST_CFLAGS,
+                       extra_cuda_cflags=CUDA_DEVICE_CFLAGS + arch)
     else:
-        options.update(extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])
+        options.update(extra_cflags=CPU_CFLAGS, extra_ldflags=CPU_LDFLAGS)
     return load_inline(**options)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import re
 import textwrap
 from pathlib import Path
@@ -19,7 +20,12 @@ from kfuse.compiler.capture import Captured
 from kfuse.compiler.codegen import REGISTRATION, Sources
 
 
-# The CUDA target's host file: torch compiles a cpp source with no -O flag at all.
+# An emitted file's build flags (and the torch.compile backend's, kfuse/backend.py: one place to change them).
+CUDA_HOST_CFLAGS = ["-O1"]      # the CUDA target's host file: torch compiles a cpp source with no -O flag at all
+CUDA_DEVICE_CFLAGS = ["-O3"]
+CPU_CFLAGS = ["-O3", "-fopenmp"]
+CPU_LDFLAGS = ["-fopenmp"]
+SM90A_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a", "-DKF_SM90A", "-DKF_ONLY_SM90A"]  # every GPU is 9.0
 HOST_FLAGS_WHY = ("# The host code at -O1 (torch gives it no -O): unoptimised, a + b's call took 38 us on the host, at -O1\n"
                   "# 19.6 like eager's (H100 machine); -O1 builds as fast as no -O.\n")
 
@@ -171,11 +177,11 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     cpp = sources.cpp + REGISTRATION
     build = [f'name="{name}"', "cpp_sources=CPP_SOURCE"]
     if sources.cuda is not None:
-        build += ["cuda_sources=CUDA_SOURCE", 'extra_cflags=["-O1"]',
-                  'extra_cuda_cflags=["-O3"] + ARCH_FLAGS' if sources.sm90a else 'extra_cuda_cflags=["-O3"]']
+        device = f"extra_cuda_cflags={json.dumps(CUDA_DEVICE_CFLAGS)}" + (" + ARCH_FLAGS" if sources.sm90a else "")
+        build += ["cuda_sources=CUDA_SOURCE", f"extra_cflags={json.dumps(CUDA_HOST_CFLAGS)}", device]
         build_notes = HOST_FLAGS_WHY
     else:
-        build += ['extra_cflags=["-O3", "-fopenmp"]', 'extra_ldflags=["-fopenmp"]']
+        build += [f"extra_cflags={json.dumps(CPU_CFLAGS)}", f"extra_ldflags={json.dumps(CPU_LDFLAGS)}"]
         build_notes = ""
     build += ["is_python_module=True", "verbose=False", "**LIGHT_HEADERS"]
 
@@ -187,7 +193,7 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
         kernel_block.append(
             "# kfuse's GEMM has a Hopper kernel (wgmma, sm_90a only): when every GPU is compute capability 9.0 the file\n"
             "# is built for sm_90a (an arch flag replaces torch's default list, so this adds no second build).\n"
-            "ARCH_FLAGS = ([\"-gencode=arch=compute_90a,code=sm_90a\", \"-DKF_SM90A\", \"-DKF_ONLY_SM90A\"]\n"
+            f"ARCH_FLAGS = ({json.dumps(SM90A_FLAGS)}\n"
             "              if torch.cuda.device_count() > 0\n"
             "              and all(torch.cuda.get_device_capability(i) == (9, 0) for i in range(torch.cuda.device_count()))\n"
             "              else [])\n")
