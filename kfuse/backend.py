@@ -7,8 +7,8 @@ Model: torch.export (on the meta device), the same plan, the same kernels and pr
 load_inline under a name that carries a hash of the sources (torch's extension cache then serves a second
 process without a build). Inference only. Guards and recompiles stay Dynamo's.
 
-A graph kfuse cannot compile, or has no kernel for, runs with the default backend (Inductor) instead, and the
-reason is logged in one line (logger `kfuse.backend`; `KFUSE_BACKEND_FALLBACK=eager` runs such graphs as Dynamo
+A graph kfuse cannot compile, has no kernel for, or fails on (a bug: said so), runs with the default backend
+(Inductor) instead, and the reason is logged in one line (logger `kfuse.backend`; `KFUSE_BACKEND_FALLBACK=eager` runs such graphs as Dynamo
 gave them). A call that would need gradients is refused with a clear error: kfuse's kernels have no backward.
 """
 
@@ -34,11 +34,20 @@ class NotCompiled(Exception):
     """Why kfuse leaves a graph to the default backend (one sentence)."""
 
 
+class GradientsRefused(RuntimeError):
+    """A call that would need gradients: kfuse's kernels have none, and a silent wrong gradient is worse than this."""
+
+
 def kfuse(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     """The backend: kfuse's compiled forward for the graph, or the default backend's where kfuse has none."""
     try:
         return compile_graph(gm, example_inputs)
-    except NotCompiled as why:
+    except GradientsRefused:
+        raise
+    except Exception as err:  # NotCompiled, or a gap in kfuse itself (a build that fails...): the model still runs
+        why = err if isinstance(err, NotCompiled) else \
+            f"kfuse failed ({type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}); " \
+            f"please report it"
         fallback = os.environ.get("KFUSE_BACKEND_FALLBACK", "inductor")
         log.warning("kfuse: graph of %d nodes left to %s: %s", len(gm.graph.nodes), fallback, why)
         if fallback == "eager":
@@ -103,7 +112,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
 
 def refuse_gradients(tensors) -> None:
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors):
-        raise RuntimeError("kfuse's torch.compile backend compiles inference only: its kernels have no backward. "
+        raise GradientsRefused("kfuse's torch.compile backend compiles inference only: its kernels have no backward. "
                            "Call the model under torch.no_grad() (or torch.inference_mode()), or compile it with "
                            "the default backend to train it")
 

@@ -69,3 +69,21 @@ def test_gradients_are_refused_with_a_clear_error():
     compiled = torch.compile(make_model(), backend="kfuse")
     with pytest.raises(Exception, match="compiles inference only"):
         compiled(torch.randn(5, 24)).sum().backward()
+
+
+def test_a_failure_inside_kfuse_falls_back_and_says_so(caplog, monkeypatch):
+    """A gap in kfuse itself (here codegen raising) must not stop the user's model: the fallback runs it."""
+    from kfuse import backend
+
+    def broken(*args):
+        raise KeyError("some op")
+
+    torch._dynamo.reset()
+    monkeypatch.setenv("KFUSE_BACKEND_FALLBACK", "eager")
+    monkeypatch.setattr(backend, "generate", broken)
+    model = make_model()
+    compiled = torch.compile(model, backend="kfuse")
+    x = torch.randn(3, 24)
+    with caplog.at_level(logging.WARNING, logger="kfuse.backend"), torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+    assert any("kfuse failed (KeyError: 'some op'); please report it" in r.getMessage() for r in caplog.records)
