@@ -84,8 +84,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         raise NotCompiled("the graph returns a nested structure")
     add_convolution_epilogues(captured, target, "fp32")
     steps = plan(captured.graph, target, "fp32")
-    if not (steps.kernels or steps.reductions or steps.attentions or steps.windows or steps.gemms or steps.recurrents
-            or steps.convolutions):
+    if not steps.has_kernels:
         raise NotCompiled(f"kfuse has no kernel for it yet (ops: "
                           f"{', '.join(sorted({c.op for c in steps.library_calls})) or 'none'})")
     try:

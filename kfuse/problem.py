@@ -6,6 +6,9 @@ inputs and weights without sending them (torch's generators are deterministic fo
 
 from __future__ import annotations
 
+import importlib
+import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -204,10 +207,6 @@ def write_factory_problem(spec: str, path: Path) -> Path:
     """A problem file for MODULE:FACTORY, a function of the user's own package returning (model, example_inputs).
     The module is imported from the current folder or the installed packages, here and in the judge's processes.
     ProblemError with one line for a bad spec or a factory that fails or returns something else."""
-    import importlib
-    import os
-    import sys
-
     module_name, _, factory_name = spec.partition(":")
     if not module_name or not factory_name.isidentifier():
         raise ProblemError(f"--model must be MODULE:FACTORY (a function returning (model, example_inputs)), "

@@ -78,8 +78,7 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
     clock.stage("plan")
     add_convolution_epilogues(captured, device, precision)
     steps = plan(captured.graph, device, precision)
-    if not (steps.kernels or steps.reductions or steps.attentions or steps.windows or steps.gemms or steps.recurrents
-            or steps.convolutions):
+    if not steps.has_kernels:
         tf32 = sorted({c.op for c in steps.library_calls if c.eager_bits or runs_tf32(c.node)})
         if tf32:
             raise UsageError(f"kfuse has no kernel for anything in {problem_path.name} that may leave eager's calls: "

@@ -88,6 +88,12 @@ class Plan:
         """Recurrent layers (kfuse.kernels.recurrent.RecurrentKernel)."""
         return [s for s in self.steps if isinstance(s, recurrent.RecurrentKernel)]
 
+    @property
+    def has_kernels(self) -> bool:
+        """Whether any step is a kfuse kernel, not only library calls and tuple items."""
+        return bool(self.kernels or self.reductions or self.attentions or self.windows or self.gemms
+                    or self.recurrents or self.convolutions)
+
 
 # Pointwise ops a fused kernel computes to eager's bit: no rounding, or one rounding of the exact result (add and
 # sub with alpha 1). A product is left out: in a kernel with an add after it the compiler may contract the two
