@@ -11,10 +11,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import torch
 import torch.utils.cpp_extension as cpp_extension
 
 from kfuse.errors import UsageError
 from kfuse.compiler.optimize import optimize
+from kfuse.kernels.eager_precision import round_to_tf32
 
 PROBLEMS = Path(__file__).parent / "optimize"
 NVCC = shutil.which("nvcc")
@@ -86,12 +88,12 @@ def test_bare_convolutions_are_kernels_on_cuda(tmp_path):
     # a file of library calls alone is no candidate: the convolution becomes kfuse's kernel
     cuda, text = sources("conv2d_strided_grouped", tmp_path)
     assert [k["name"] for k in cuda.kernels] == ["fused_conv2d"] and cuda.library_calls == []
-    assert "kf::conv_forward<false>(x, w, g, epi, out, tf32, sms, stream)" in text["CUDA_SOURCE"]
+    assert "kf::conv_forward<false, kf::TF32_OFF>(x, w, g, epi, out, tf32, sms, stream)" in text["CUDA_SOURCE"]
     assert "C10_CUDA_KERNEL_LAUNCH_CHECK" in text["CPP_SOURCE"]
     # fp32 accuracy under the fp32 policy, whatever PyTorch allows cuDNN (eager's 3D convolution ran fp32-accurate
     # with TF32 allowed: a TF32 kernel was 5e-4 from it); one TF32 product only under tf32
     assert "false, kf::sm_count(" in text["CPP_SOURCE"] and "conv_allows_tf32" not in text["CPP_SOURCE"]
-    assert "conv_igemm_tc<1, TRANSPOSED, Epilogue>" in text["CUDA_SOURCE"]
+    assert "conv_igemm_tc<ROUNDING, TRANSPOSED, Epilogue>" in text["CUDA_SOURCE"]  # (instantiated for TF32 only)
 
 
 @pytest.mark.parametrize("conv, shape, precision, channels_last, in_place", [
@@ -195,8 +197,9 @@ def local_memory_copies(ptxas_log: str) -> dict[str, str]:
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
-def test_nvcc_compiles_a_transposed_convolution_with_tensor_cores(tmp_path):
-    """The templates' other paths: the gathered adjoint, and the 3xTF32 kernel switched on (off by default)."""
+def test_nvcc_compiles_a_transposed_convolution_with_tensor_cores(tmp_path, monkeypatch):
+    """The templates' other paths: the gathered adjoint, the 3xTF32 kernel switched on (off by default), and the
+    TF32 kernel with ties-to-even rounding that stands in for eager's TF32 call in a file of bare convolutions."""
     problem = tmp_path / "convt3d.py"
     problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
                        "        self.conv = torch.nn.ConvTranspose3d(5, 36, 3, stride=2, padding=1, output_padding=1,"
@@ -207,7 +210,17 @@ def test_nvcc_compiles_a_transposed_convolution_with_tensor_cores(tmp_path):
     assert [k["name"] for k in result.kernels] == ["fused_conv_transpose3d"] and result.library_calls == []
     tree = ast.parse(result.path.read_text())
     cuda = next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CUDA_SOURCE")
-    assert "kf::conv_forward<true>" in cuda
+    assert "kf::conv_forward<true, kf::TF32_OFF>" in cuda
+    monkeypatch.setattr("kfuse.kernels.eager_precision.convolution_runs_tf32", lambda node: True)
+    monkeypatch.setattr("kfuse.kernels.conv.tf32_rounding", lambda node: "rne")
+    result = optimize(problem, tmp_path / "convt3d_tf32.py", "cuda")
+    assert [k.get("tf32") for k in result.kernels] == ["rne"] and result.library_calls == []
+    tree = ast.parse(result.path.read_text())
+    assert "operands rounded to nearest, ties to even" in ast.get_docstring(tree)
+    text = {n.targets[0].id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Constant)}
+    cuda = text["CUDA_SOURCE"]
+    assert "kf::conv_forward<true, kf::TF32_TIES_EVEN>" in cuda and "kf::conv_allows_tf32()" in text["CPP_SOURCE"]
     cu = tmp_path / "kernels.cu"
     cu.write_text(cuda.replace("constexpr bool CONV_TENSOR_CORES = false;", "constexpr bool CONV_TENSOR_CORES = true;"))
     done = subprocess.run([NVCC, "-c", "-O3", "-arch=sm_90", str(cu), "-o", str(tmp_path / "kernels.o")],
@@ -246,7 +259,7 @@ def test_small_filters_take_the_direct_kernel_on_cuda(conv, shape, template, tmp
         assert result.library_calls == []
         # the model's filter runs the direct kernel; another geometry falls back to the general one
         assert f"if (kf::conv2d_small_filter_forward<{template}>(x, w, g, epi, out, sms, stream)) return;" in text
-        assert "kf::conv_forward<false>(x, w, g, epi, out, tf32, sms, stream)" in text
+        assert "kf::conv_forward<false, kf::TF32_OFF>(x, w, g, epi, out, tf32, sms, stream)" in text
 
 
 def test_conv_epilogue_reads_per_channel_operands_directly(tmp_path):
@@ -445,6 +458,16 @@ def test_a_convolution_eager_runs_in_tf32_stays_eager_s_call(tmp_path, monkeypat
     assert kept.library_calls == ["aten.conv2d.default"] and kept.kernels[0]["in_place_into"] == "conv2d"
     with pytest.raises(UsageError, match="in TF32 on this GPU"):
         optimize(bare, tmp_path / "bare_small_tf32.py", "cuda")
+    # where the GPU shows which TF32 rounding eager's call gives its operands, the TF32 kernel rounding them so takes
+    # a bare convolution (not the 16-channel one: kf::conv_forward runs FFMA there, fp32-accurate)
+    monkeypatch.setattr("kfuse.kernels.conv.tf32_rounding", lambda node: "rna")
+    with pytest.raises(UsageError, match="in TF32 on this GPU"):
+        optimize(bare, tmp_path / "bare_small_tf32.py", "cuda")
+    wide = conv_problem(tmp_path, "bare_wide", "Conv1d(3, 24, 3, bias=False)", (2, 3, 40), forward="self.conv(x)")
+    result = optimize(wide, tmp_path / "bare_wide_tf32.py", "cuda")
+    assert [(k["name"], k.get("tf32")) for k in result.kernels] == [("fused_conv1d", "rna")]
+    assert result.library_calls == []
+    assert optimize(problem, tmp_path / "small_tf32_rna.py", "cuda").library_calls == ["aten.conv2d.default"]
 
 
 def test_what_a_tf32_convolution_reads_keeps_eager_s_calls(tmp_path, monkeypatch):
@@ -573,3 +596,12 @@ def test_a_recurrent_layer_eager_runs_in_tf32_stays_eager_s_call(tmp_path, monke
     monkeypatch.setattr("kfuse.kernels.eager_precision._recurrent_differs", lambda node: True)
     with pytest.raises(UsageError, match="in TF32 on this GPU"):
         optimize(problem, tmp_path / "gru_tf32.py", "cuda")
+
+
+def test_tf32_rounding_emulation_rounds_ties_as_named():
+    """eager_precision.round_to_tf32, the probe's emulation of kf::to_tf32: 10 mantissa bits, ties away from zero
+    (cvt.rna) or to even, negative values mirrored; values already in TF32 unchanged."""
+    tie_down, tie_up = 1 + 2 ** -11, 1 + 3 * 2 ** -11  # halfway between 1 and 1 + 2^-10, and 1 + 2^-10 and 1 + 2^-9
+    x = torch.tensor([tie_down, tie_up, -tie_down, 1 + 2 ** -11 + 2 ** -20, 1 + 2 ** -11 - 2 ** -20, 1.5, -0.0])
+    assert round_to_tf32(x, "rna").tolist() == [1 + 2 ** -10, 1 + 2 ** -9, -(1 + 2 ** -10), 1 + 2 ** -10, 1, 1.5, 0]
+    assert round_to_tf32(x, "rne").tolist() == [1, 1 + 2 ** -9, -1, 1 + 2 ** -10, 1, 1.5, 0]

@@ -947,6 +947,9 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     kernels += [{"name": k.name, "fuses": k.ops, "in_place_into": None, "reads_channels_last": None}
                 for k in plan.reductions + plan.attentions + plan.windows + plan.gemms + plan.convolutions
                 + plan.recurrents]
+    for k in plan.convolutions:
+        if k.tf32 is not None:
+            next(d for d in kernels if d["name"] == k.name)["tf32"] = k.tf32
     kernels.sort(key=lambda k: _step_index(plan, k["name"]))
     for k in kernels:
         if k["name"] in shared:

@@ -56,11 +56,16 @@ def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef:
     raise EmitError(f"Model has no {name} method written in its class body")
 
 
+TF32_ROUNDING_WORDS = {"rna": "to nearest, ties away from zero", "rne": "to nearest, ties to even"}
+
+
 def _summary(sources: Sources) -> str:
     lines = []
     for k in sources.kernels:
         into = f" (in place into {k['in_place_into']})" if k["in_place_into"] else ""
-        lines.append(f"  {k['name']}: {' -> '.join(k['fuses'])}{into}")
+        tf32 = f" (TF32 where PyTorch allows it, operands rounded {TF32_ROUNDING_WORDS[k['tf32']]})" \
+            if k.get("tf32") else ""
+        lines.append(f"  {k['name']}: {' -> '.join(k['fuses'])}{into}{tf32}")
     anchors = [u["op"] for u in sources.unfused if u["reason"].startswith("anchor")]
     rest = [u["op"] for u in sources.unfused if not u["reason"].startswith("anchor")]
     if anchors:
