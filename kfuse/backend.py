@@ -117,9 +117,16 @@ def refuse_gradients(tensors) -> None:
 
 
 def gm_on_meta(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """A copy of the graph module with its own tensors (constants Dynamo lifted into it) on the meta device."""
-    copy = torch.fx.GraphModule(gm, gm.graph)
-    return copy.to("meta")
+    """A copy of the graph module on the meta device: its own tensors (constants Dynamo lifted into it), and the
+    devices its calls name. Dynamo records `x.to(y.device)` with y's device as a constant (GPT-2's position
+    embeddings: `.to(device(type='cuda'))`), which on meta tensors would ask to copy data meta does not have."""
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    on_meta = lambda value: torch.device("meta") if isinstance(value, torch.device) else value  # noqa: E731
+    for node in graph.nodes:
+        node.args = torch.fx.node.map_aggregate(node.args, on_meta)
+        node.kwargs = torch.fx.node.map_aggregate(node.kwargs, on_meta)
+    return torch.fx.GraphModule(gm, graph).to("meta")
 
 
 def constant(gm: torch.fx.GraphModule, path: str) -> Callable:

@@ -130,6 +130,32 @@ def _drop_same_shape_broadcasts(graph: torch.fx.Graph) -> None:
         graph.erase_node(node)
 
 
+def _drop_no_op_conversions(graph: torch.fx.Graph) -> None:
+    """`x.to(...)` to x's own dtype, device and layout returns x itself in eager (PyTorch code writes
+    `.to(y.device)` to be safe; GPT-2 does), so its users read x: a kernel chain is not cut there. The metadata
+    asserts export puts before such calls go too (they check what capture saw on meta, and return nothing)."""
+    from torch.fx.operator_schemas import normalize_function
+    for node in list(graph.nodes):
+        target = str(node.target)
+        if node.op != "call_function":
+            continue
+        if target == "aten._assert_tensor_metadata.default" and not node.users:
+            graph.erase_node(node)
+            continue
+        if not target.startswith("aten.to.") or not isinstance(node.args[0], torch.fx.Node):
+            continue
+        source, value = node.args[0].meta.get("val"), node.meta.get("val")
+        normalized = normalize_function(node.target, node.args, node.kwargs, normalize_to_only_use_kwargs=True)
+        kwargs = normalized.kwargs if normalized is not None else None
+        if not isinstance(source, torch.Tensor) or not isinstance(value, torch.Tensor) or kwargs is None:
+            continue
+        same = (value.dtype == source.dtype and value.device == source.device and value.layout == source.layout
+                and value.shape == source.shape and value.stride() == source.stride())
+        if same and not kwargs.get("copy") and kwargs.get("memory_format") in (None, torch.preserve_format):
+            node.replace_all_uses_with(node.args[0])
+            graph.erase_node(node)
+
+
 # Recurrent layers on the meta device: their ATen ops are composites that run a step at a time, so a 512-step,
 # 6-layer GRU made ~34k ops for every forward on meta (11 s for the probe, 32 s for export on 2 cores). Their
 # results' shapes are known from the operands: registered for meta tensors alone (the AutogradMeta key: the
@@ -304,6 +330,7 @@ def capture(model: torch.nn.Module, example_inputs: list) -> Captured:
 
     signature = exported.graph_signature
     _drop_same_shape_broadcasts(exported.graph)
+    _drop_no_op_conversions(exported.graph)
     summed_products_as_dot_products(exported.graph_module)  # before planning: algebra (kfuse/compiler/rewrite.py)
     placeholders = [n for n in exported.graph.nodes if n.op == "placeholder"]
     inputs = []
