@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import statistics
 import time
 from pathlib import Path
@@ -90,8 +91,9 @@ def run_pair(name: str, batch: int, backends: list[str]) -> dict:
             logging.getLogger("kfuse.backend").addHandler(handler)
             entry = {}
             try:
-                if backend == "kfuse":  # the entry point's callable itself (an editable install may lack it)
+                if backend.startswith("kfuse"):  # the entry point's callable itself (an editable install may lack it)
                     from kfuse.backend import kfuse
+                    os.environ["KFUSE_CUDA_GRAPHS"] = "0" if backend == "kfuse-no-graphs" else "1"
                     compiled = torch.compile(model, backend=kfuse)
                 else:
                     compiled = torch.compile(model, mode=None if backend == "inductor" else backend)
@@ -103,19 +105,24 @@ def run_pair(name: str, batch: int, backends: list[str]) -> dict:
                 entry["allclose_1e-4"] = bool(torch.allclose(out, eager, atol=1e-4, rtol=1e-4))
                 entry["ms"] = timed(compiled, inputs)
                 entry["vs_eager"] = round(row["eager_ms"] / entry["ms"], 3)
+                # fresh inputs after the timed calls: a replayed graph must not return what it computed before
+                fresh = tuple(torch.randn_like(t) if t.is_floating_point() else torch.randint_like(t, 0, 50257)
+                              for t in inputs)
+                entry["fresh_max_diff"] = (compiled(*fresh).float() - model(*fresh).float()).abs().max().item()
             except Exception as err:  # a backend that fails is a result too
                 entry["error"] = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:300] if str(err).strip() else ''}"
             finally:
                 logging.getLogger("kfuse.backend").removeHandler(handler)
-            if backend == "kfuse":
+            if backend.startswith("kfuse"):
                 entry["fallbacks"] = handler.reasons[:20]
             row[backend] = entry
             print(f"{name} batch {batch} {backend}: {entry}", flush=True)
-    if "kfuse" in row and "inductor" in row and "max_diff" in row["kfuse"] and "max_diff" in row["inductor"]:
-        k, i = row["kfuse"], row["inductor"]
-        k["no_further_than_inductor"] = k["max_diff"] <= max(i["max_diff"], 1e-4)
-        if "ms" in k and "ms" in i:
-            k["vs_inductor"] = round(i["ms"] / k["ms"], 3)
+    for variant in ("kfuse", "kfuse-no-graphs"):
+        if variant in row and "inductor" in row and "max_diff" in row[variant] and "max_diff" in row["inductor"]:
+            k, i = row[variant], row["inductor"]
+            k["no_further_than_inductor"] = k["max_diff"] <= max(i["max_diff"], 1e-4)
+            if "ms" in k and "ms" in i:
+                k["vs_inductor"] = round(i["ms"] / k["ms"], 3)
     return row
 
 
@@ -125,7 +132,8 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--backends", default="inductor,kfuse",
-                        help="comma-separated: inductor (default mode), max-autotune-no-cudagraphs, kfuse")
+                        help="comma-separated: inductor (default mode), max-autotune-no-cudagraphs, "
+                             "reduce-overhead, kfuse, kfuse-no-graphs (KFUSE_CUDA_GRAPHS=0)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     args.out.mkdir(parents=True, exist_ok=True)

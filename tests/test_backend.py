@@ -88,3 +88,35 @@ def test_a_failure_inside_kfuse_falls_back_and_says_so(caplog, monkeypatch):
     with caplog.at_level(logging.WARNING, logger="kfuse.backend"), torch.no_grad():
         torch.testing.assert_close(compiled(x), model(x))
     assert any("kfuse failed (KeyError: 'some op'); please report it" in r.getMessage() for r in caplog.records)
+
+
+def test_graph_replay_reads_parameters_in_place_copies_inputs_and_returns_fresh_outputs(monkeypatch):
+    """kfuse.backend.GraphReplay's bookkeeping, with a stand-in for the CUDA graph (no GPU here): arguments with
+    the same storage in both warm-up calls are read in place, the others copied into buffers of the replay's own;
+    each output is the caller's own; an in-place argument that moves is given a buffer and captured again."""
+    from kfuse.backend import GraphReplay
+
+    class Recorded:  # replays the forward on the static arguments into the static outputs, as the graph would
+        def __init__(self, owner):
+            self.owner = owner
+            owner.static_out = (torch.empty(3),)
+
+        def replay(self):
+            for out, value in zip(self.owner.static_out, self.owner.forward(*self.owner.static_args)):
+                out.copy_(value)
+
+    recorded = []
+    monkeypatch.setattr(GraphReplay, "record", lambda self: recorded.append(Recorded(self)) or recorded[-1])
+    replay = GraphReplay(lambda w, x: (w * x,))
+    weight = torch.tensor([1.0, 2.0, 3.0])
+    inputs = [torch.randn(3) for _ in range(6)]
+    results = [replay(weight, x)[0] for x in inputs[:4]]
+    assert len(recorded) == 1 and replay.in_place == [True, False]
+    assert replay.static_args[0] is weight and replay.static_args[1] is not inputs[2]
+    weight.mul_(2.0)  # read in place: the next replay sees it
+    results.append(replay(weight, inputs[4])[0])
+    for result, x, scale in zip(results, inputs, (1, 1, 1, 1, 2)):
+        torch.testing.assert_close(result, torch.tensor([1.0, 2.0, 3.0]) * scale * x)  # none overwritten later
+    moved = weight.clone()
+    torch.testing.assert_close(replay(moved, inputs[5])[0], moved * inputs[5])
+    assert len(recorded) == 2 and replay.in_place == [False, False]
