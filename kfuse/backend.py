@@ -72,7 +72,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     meta_gm = gm_on_meta(gm)
     meta_inputs = [t.to("meta") for t in example_inputs]
     try:
-        captured = capture(meta_gm, meta_inputs)
+        captured = capture(meta_gm, meta_inputs, drop_no_op_moves=True)  # (Dynamo guards the devices)
     except CaptureError as err:
         raise NotCompiled(str(err)) from None
     if captured.buffer_updates:

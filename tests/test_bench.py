@@ -234,7 +234,8 @@ def test_jobs_that_come_later_are_judged_and_a_failed_preparation_is_one_problem
 def test_jobs_share_a_gpu_within_its_memory_and_one_too_big_for_it_runs_with_the_gpu_to_itself(monkeypatch):
     """LocalRunner's ledger: the jobs running on a GPU never need more than MEMORY_BUDGET of its memory together
     (gpu_need: JUDGE_COPIES x data bytes + a judge's overhead), a job needing more than that runs with nothing
-    beside it, and the first job in line that does not fit holds back the jobs behind it; every job is judged."""
+    beside it, and the first job in line that does not fit holds back the big jobs behind it, while small ones
+    start beside the running jobs where they leave it room; every job is judged."""
     gib = 1 << 30
     gpu_bytes = 100 * gib
     budget = bench_module.MEMORY_BUDGET * gpu_bytes
@@ -261,7 +262,12 @@ def test_jobs_share_a_gpu_within_its_memory_and_one_too_big_for_it_runs_with_the
         assert len(beside) == 1 or sum(beside.values()) <= budget, (name, beside)
     assert all(len(beside) == 1 for name, beside in log if name == "huge" or "huge" in beside)
     assert not any({"big1", "big2"} <= set(beside) for _, beside in log)  # 2 x 47 GiB do not fit in 90
-    assert [name for name, _ in log][:2] == ["huge", "big1"]  # in line: the small ones wait behind
+    assert [name for name, _ in log][:2] == ["huge", "big1"]  # nothing beside the one that needs the GPU alone
+    order = [name for name, _ in log]
+    assert order.index("small0") < order.index("big2")  # big2 waits for big1; the small ones run beside big1
+    small_beside_big1 = [beside for name, beside in log if "big1" in beside and name.startswith("small")]
+    assert small_beside_big1 and all(sum(v for k, v in b.items() if k.startswith("small"))
+                                     + bench_module.gpu_need({"data_bytes": 9 * gib}) <= budget for b in small_beside_big1)
 
 
 def test_out_of_gpu_memory_beside_other_judges_runs_again_at_once_with_the_gpu_to_itself(monkeypatch, tmp_path):

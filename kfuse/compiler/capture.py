@@ -133,7 +133,8 @@ def _drop_same_shape_broadcasts(graph: torch.fx.Graph) -> None:
 def _drop_no_op_conversions(graph: torch.fx.Graph) -> None:
     """`x.to(...)` to x's own dtype, device and layout returns x itself in eager (PyTorch code writes
     `.to(y.device)` to be safe; GPT-2 does), so its users read x: a kernel chain is not cut there. The metadata
-    asserts export puts before such calls go too (they check what capture saw on meta, and return nothing)."""
+    asserts export puts before such calls go too (they check what capture saw on meta, and return nothing). Only for
+    graphs whose devices are fixed (capture's drop_no_op_moves)."""
     from torch.fx.operator_schemas import normalize_function
     for node in list(graph.nodes):
         target = str(node.target)
@@ -298,7 +299,11 @@ def numbers_keep_their_value():
         torch.tensor = make
 
 
-def capture(model: torch.nn.Module, example_inputs: list) -> Captured:
+def capture(model: torch.nn.Module, example_inputs: list, drop_no_op_moves: bool = False) -> Captured:
+    """The model's forward as an ATen graph (torch.export on the example inputs, meta tensors as a rule).
+    drop_no_op_moves: `.to(...)` calls that change nothing on the capture's tensors are dropped
+    (_drop_no_op_conversions); only where the graph's devices are fixed (Dynamo guards them): on meta every device
+    looks the same, and a problem's `h0.to(x.device)` moves a CPU h0 at run time."""
     from torch.export.graph_signature import InputKind, OutputKind
 
     _register_recurrent_shapes()
@@ -330,7 +335,8 @@ def capture(model: torch.nn.Module, example_inputs: list) -> Captured:
 
     signature = exported.graph_signature
     _drop_same_shape_broadcasts(exported.graph)
-    _drop_no_op_conversions(exported.graph)
+    if drop_no_op_moves:
+        _drop_no_op_conversions(exported.graph)
     summed_products_as_dot_products(exported.graph_module)  # before planning: algebra (kfuse/compiler/rewrite.py)
     placeholders = [n for n in exported.graph.nodes if n.op == "placeholder"]
     inputs = []
