@@ -419,7 +419,7 @@ inline void conv_operands(const Operand* o, const Shape& shape, int count, int s
         out[k].mode = o[k].step == 0 ? 0 : o[k].step == 1 ? 1 : per_channel ? 2 : 3;
     }
 }
-// What the epilogue's direct reads assume (kfuse.conv.operand_kinds): one value per output channel (or one value
+// What the epilogue's direct reads assume (kfuse.kernels.conv.operand_kinds): one value per output channel (or one value
 // in all), and one value in all. (Strides of size-1 dims are 0.)
 inline bool conv_per_channel(const ConvOperand& o) {
     return o.stride_n == 0 && o.stride_s[0] == 0 && o.stride_s[1] == 0 && o.stride_s[2] == 0;
@@ -777,7 +777,7 @@ __global__ void conv_direct(const float* __restrict__ x, const float* __restrict
     }
 }
 
-// Small-filter direct convolution (2D, groups 1, not transposed; kfuse.conv.small_filter_tile says when): the
+// Small-filter direct convolution (2D, groups 1, not transposed; kfuse.kernels.conv.small_filter_tile says when): the
 // whole filter of a chunk of CB output channels and the input patch a block reads sit in shared memory. A block
 // owns ROWS output rows x 128 output columns x CB channels of one image; each warp one row and 16 channels, each
 // lane 4 columns (lane, lane + 32, lane + 64, lane + 96: conflict-free patch reads, coalesced stores) x 16
@@ -957,12 +957,12 @@ struct SmallFilterTcTile {
     static constexpr int PLANES = CIN + (TAPS % 8 != 0);      // + the zero plane the K padding reads
     static constexpr int FILTER = STEPS * MT * 2 * 32 * 4;     // [step][mt][big, small][lane][a0..a3] TF32 words
     static constexpr int TABLE = K::CHANNEL_MAJOR ? 0 : STEPS * 8;  // slot -> patch offset (ints)
-    static constexpr int STAGE_PITCH = SMALL_FILTER_TC_STAGE_PITCH;  // the epilogue's stage per warp (kfuse.conv)
+    static constexpr int STAGE_PITCH = SMALL_FILTER_TC_STAGE_PITCH;  // the epilogue's stage per warp (kfuse.kernels.conv)
     static constexpr int STAGE = 8 * 8 * STAGE_PITCH;
     static constexpr int BYTES(int buffers, int plane_pitch) {
         return (FILTER + STAGE + TABLE + buffers * PLANES * plane_pitch) * 4;
     }
-    // two patches when they fit unpadded (the next tile's copy overlaps this tile's MMAs); kfuse.conv checks one fits
+    // two patches when they fit unpadded (the next tile's copy overlaps this tile's MMAs); kfuse.kernels.conv checks one fits
     static constexpr int BUFFERS = BYTES(2, IN_ROWS * IN_COLS) <= SMALL_FILTER_TC_MAX_SMEM ? 2 : 1;
     // the smallest conflict-free pitches that fit (searched at compile time), else the unpadded ones
     static constexpr int PITCHES = [] {  // row pitch * 65536 + plane pitch

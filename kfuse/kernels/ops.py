@@ -59,7 +59,7 @@ PRELUDE = r"""
 #include <cmath>
 #include <cstdint>
 
-/* kfuse pointwise helpers: float32 math written the way PyTorch's kernels write it (kfuse/ops.py). */
+/* kfuse pointwise helpers: float32 math written the way PyTorch's kernels write it (kfuse/kernels/ops.py). */
 
 /* relu = clamp_min(x, 0); -0.0 stays -0.0 and NaN stays NaN, as in PyTorch's vectorised CPU kernel. */
 KF_INLINE float kf_relu(float x) { return (x < 0.0f) ? 0.0f : x; }

@@ -95,7 +95,7 @@ REDUCERS = {
 }
 
 REDUCE_PRELUDE = r"""
-/* kfuse reduction helpers (kfuse/reduce.py). Accumulators are float in CUDA (as PyTorch's kernels) and double on
+/* kfuse reduction helpers (kfuse/kernels/reduce.py). Accumulators are float in CUDA (as PyTorch's kernels) and double on
    the CPU target, whose sequential loops would otherwise lose precision against PyTorch's cascaded sums. */
 #ifdef __CUDACC__
 typedef float kf_acc;
