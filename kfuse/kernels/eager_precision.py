@@ -97,6 +97,13 @@ def channels_last_keeps_result(node: torch.fx.Node) -> bool | None:
 
 
 def _ask(node: torch.fx.Node, variant: str) -> bool | None:
+    key = _probe_key(node)
+    return None if key is None else _differs(*key, variant)
+
+
+def _probe_key(node: torch.fx.Node) -> tuple | None:
+    """(target, input shape, weight shape, has a bias, output shape, the other arguments) of a convolution node: what
+    a probe's result depends on (its cache key). None without a CUDA device or where a shape is unknown."""
     if not torch.cuda.is_available():
         return None
     values = boxed_arguments(node)
@@ -104,7 +111,7 @@ def _ask(node: torch.fx.Node, variant: str) -> bool | None:
     if x is None or w is None or out is None:
         return None
     rest = tuple(tuple(v) if isinstance(v, list) else v for v in values[3:])
-    return _differs(str(node.target), x, w, b is not None, out, rest, variant)
+    return str(node.target), x, w, b is not None, out, rest
 
 
 def _probe_operands(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, out_shape: tuple):
@@ -152,14 +159,8 @@ def tf32_rounding(node: torch.fx.Node) -> str | None:
     the other rounding missed by 5e-5 to 2.3e-4, truncation by 1e-3). Operands rounded the same way multiply exactly
     in fp32, so a kernel that rounds as the probe says and accumulates in fp32 differs from eager's only by the
     order of its sums."""
-    if not torch.cuda.is_available():
-        return None
-    values = boxed_arguments(node)
-    x, w, b, out = (_shape(v) for v in values[:3] + [node])
-    if x is None or w is None or out is None:
-        return None
-    rest = tuple(tuple(v) if isinstance(v, list) else v for v in values[3:])
-    return _matching_rounding(str(node.target), x, w, b is not None, out, rest)
+    key = _probe_key(node)
+    return None if key is None else _matching_rounding(*key)
 
 
 @functools.lru_cache(maxsize=None)
