@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One `kfuse bench` run longer than a device call, in one piece: `start` launches it in a session of its own (on a
 # warm machine it outlives the call that started it), `wait` follows it from later calls on the same machine. Each
-# call waits up to SECONDS, prints the log's end, and copies results.json to $OUT once the run has finished. The
+# call waits up to SECONDS, prints the log's end, and copies results.json, the log and the emitted files
+# (candidates.tgz) to $OUT once the run has finished. The
 # next call must come within the machine's warm window (30 s), or the machine and the run are gone.
 #
 #   scripts/gpu_bench_detached.sh start STATE SECONDS BENCH_ARGS...   (on the device, from the repo root)
@@ -34,4 +35,7 @@ if kill -0 "$pid" 2>/dev/null; then
 else
     echo "bench finished"
     cp "$state/out/results.json" "${OUT:-/tmp}/" 2>/dev/null
+    cp "$state/log" "${OUT:-/tmp}/bench.log"
+    # the emitted files, for KernelBench's judge in a later call (carried back as a folder of the checkout)
+    tar -czf "${OUT:-/tmp}/candidates.tgz" -C "$state/out" candidates 2>/dev/null
 fi
