@@ -604,9 +604,9 @@ def test_ray_local_cluster(tmp_path):
     assert done.returncode == 0 and results(out)["cached"] == 1
 
 
-def test_problems_with_big_inputs_start_first_taking_turns_with_the_rest(tmp_path):
-    """bench_module.start_order: problems with big data (2 GiB and more) go first, largest first, each followed by
-    one of the rest; the rest alternate between the largest and smallest files. footprints counts inputs and
+def test_problems_with_big_inputs_start_first_then_the_rest(tmp_path):
+    """bench_module.start_order: problems with big data (2 GiB and more) go first, largest first, back to back; the
+    rest alternate between the largest and smallest files. footprints counts inputs and
     outputs on meta."""
     files = {"big": "(64, 1024, 1024, 16)", "huge": "(128, 1024, 1024, 16)", "small": "(4, 4)"}
     problems = []
@@ -622,7 +622,7 @@ def test_problems_with_big_inputs_start_first_taking_turns_with_the_rest(tmp_pat
     sizes, _ = bench_module.footprints(problems, bench_module.job_environment(None))
     assert sizes[tmp_path / "huge.py"] == 2 * 128 * 1024 * 1024 * 16 * 4 and sizes[tmp_path / "small.py"] == 2 * 64
     order = [p.id for p in bench_module.start_order(problems, sizes)]
-    assert order == ["huge", "long_file", "big", "small", "short_file"]
+    assert order == ["huge", "big", "long_file", "small", "short_file"]
     assert {p.id for p in bench_module.start_order(problems, {})} == set(order)  # no sizes: file sizes alone
 
 

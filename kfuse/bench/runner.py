@@ -582,16 +582,18 @@ class Pipeline:
         signal_sessions(PREPARING, signal.SIGKILL)
 
 
-# Problems whose data (inputs and outputs) is this large go first (start_order): judged one or two at a time (their
-# GPU memory, JUDGE_COPIES), they are a chain as long as all of them, which the rest of the run can then overlap.
+# Problems whose data (inputs and outputs) is this large go first (start_order): each needs most of the GPU's memory
+# (JUDGE_COPIES), so they are judged back to back while the rest of the set is optimized and built.
 BIG_DATA_BYTES = 2 << 30
 
 
 def start_order(problems: list[Problem], sizes: dict[Path, int]) -> list[Problem]:
-    """The problems with big data (largest first), taking turns with the rest: the largest problem files (the
-    networks, the slowest builds) alternating with the smallest, so the GPU gets work at once and no long build is
-    left for last. (On the development set: of 20 problems judged alone, 11 were still waiting at the end of a
-    26-minute run started in file-size order alone, each then holding the whole GPU for 35-100 s.)"""
+    """The problems with big data (largest first), then the rest: the largest problem files (the networks, the
+    slowest builds) alternating with the smallest, so no long build is left for last. (On the development set: of 20
+    problems judged alone, 11 were still waiting at the end of a 26-minute run started in file-size order alone, each
+    then holding the whole GPU for 35-100 s. Taking turns with the rest, each big one waited for the GPU to drain of
+    the small ones started before it: the ledger replayed on an H100 run's jobs, scripts/replay_ledger.py, gave
+    1,305 s that way against 1,535 s.)"""
     big = sorted((p for p in problems if sizes.get(p.path, 0) >= BIG_DATA_BYTES), key=lambda p: -sizes[p.path])
     by_size = sorted((p for p in problems if p not in big), key=lambda p: p.path.stat().st_size)
     rest = []
@@ -599,10 +601,7 @@ def start_order(problems: list[Problem], sizes: dict[Path, int]) -> list[Problem
         rest.append(by_size.pop())
         if by_size:
             rest.append(by_size.pop(0))
-    order = []
-    while big or rest:
-        order += [queue.pop(0) for queue in (big, rest) if queue]
-    return order
+    return big + rest
 
 
 # A judgement's GPU memory at its peak, in copies of the problem's data (`footprints`: inputs, outputs, parameters
@@ -610,9 +609,12 @@ def start_order(problems: list[Problem], sizes: dict[Path, int]) -> list[Problem
 # worker's reference call (the output, the float64 upcast of the inputs and the float64 truth), the candidate's
 # process (its inputs, its outputs, two more for the determinism trial) and the reference's timing process (eager's
 # and torch.compile's inputs and outputs, prepared during the trials). The sums of each process's own peak were
-# 7-11x on the development set (H100, 2026-11-26); counted at 5x, eight judgements of that run ran out of memory
-# beside others and were judged again alone, each draining the GPU first (some 500 s of a 1,560 s run).
-JUDGE_COPIES = 8
+# 7-11x on the development set (H100, 2026-11-26), an upper bound (the processes peak at different stages); counted
+# at 5x, eight judgements of that run ran out of memory beside others and were judged again alone, each draining the
+# GPU first (some 500 s of a 1,560 s run). 6x is between: replayed through the ledger (scripts/replay_ledger.py), that
+# run's jobs take 1,177 s at 5x, 1,305 at 6x and 1,579 at 8x, against 610 s for the judges alone. Memory, not the
+# judges, bounds a run on an 80 GB GPU: a judge that holds less is what would shorten it.
+JUDGE_COPIES = 6
 # ...plus what a judge holds whatever the problem: three CUDA contexts, cuBLAS and cuDNN workspaces, torch.compile.
 JUDGE_OVERHEAD_BYTES = 2 << 30
 # A problem whose data the footprint helper could not count (an import past its time limit): counted as this much,
