@@ -31,7 +31,7 @@ HEADERS = """\
 #include <vector>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
-#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_ops.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ScalarOps.h>

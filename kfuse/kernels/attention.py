@@ -457,7 +457,7 @@ def _host(kernel: AttentionKernel, target: str) -> str:
 // kernel: scores, softmax and the weighted sum of values, never writing the L x S score matrix
 at::Tensor {n}(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {{
     const kf::AttnGeom g = kf::attn_geometry(q, k, v, {scale}, {causal});
-    at::Tensor out = at::empty(kf::attn_out_shape(q, v), q.options());
+    at::Tensor out = kf::empty(kf::attn_out_shape(q, v), q.options());
     if (out.numel() == 0) return out;
     const kf::AttnView qv = kf::attn_view(q, g.nb), kv = kf::attn_view(k, g.nb), vv = kf::attn_view(v, g.nb);
 {run}    return out;

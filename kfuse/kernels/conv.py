@@ -1467,7 +1467,7 @@ at::Tensor {kernel.name}(const at::Tensor& input, const at::Tensor& weight{param
                                              {"true" if kernel.transposed else "false"}, output_padding);
     std::vector<int64_t> sizes = {{g.batch, g.out_channels}};
     for (int d = 3 - {kernel.spatial}; d < 3; ++d) sizes.push_back(g.out_size[d]);
-    at::Tensor out = at::empty(sizes, x.options().memory_format(at::MemoryFormat::Contiguous));
+    at::Tensor out = kf::empty(sizes, x.options().memory_format(at::MemoryFormat::Contiguous));
     if (out.numel() == 0) return out;
     kf::Operand operands[{count}];
     kf::Shape shape;

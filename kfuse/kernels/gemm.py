@@ -321,7 +321,7 @@ def _host_wrapper(step: GemmStep, target: str) -> str:
     if target == "cuda":
         run = (f"    const int sms = kf::sm_count(out.get_device());\n"
                f"    const int64_t workspace_floats = {step.name}_workspace(p, sms);  // split K, Hopper planes\n"
-               f"    at::Tensor workspace = at::empty({{workspace_floats}}, out.options());\n"
+               f"    at::Tensor workspace = kf::empty({{workspace_floats}}, out.options());\n"
                f"    C10_CUDA_CHECK({step.name}_launch(p, operands + 1, shape, workspace.data_ptr<float>(), sms,\n"
                f"                                        c10::cuda::getCurrentCUDAStream()));\n"
                f"    C10_CUDA_KERNEL_LAUNCH_CHECK();\n")
@@ -332,7 +332,7 @@ def _host_wrapper(step: GemmStep, target: str) -> str:
 at::Tensor {step.name}({params}) {{
     TORCH_CHECK(a_in.scalar_type() == at::kFloat && b_in.scalar_type() == at::kFloat, "kfuse GEMM expects float32");
     TORCH_CHECK(a_in.device() == b_in.device(), "kfuse GEMM: operands on different devices");
-{_problem_lines(step)}    at::Tensor out = at::empty(out_sizes, a_in.options().memory_format(at::MemoryFormat::Contiguous));
+{_problem_lines(step)}    at::Tensor out = kf::empty(out_sizes, a_in.options().memory_format(at::MemoryFormat::Contiguous));
     kf::Operand operands[{len(extra) + 1}];
     kf::Shape shape;
     const at::Tensor* inputs[{len(extra) + 1}] = {{{inputs}}};

@@ -265,7 +265,7 @@ std::vector<at::Tensor> gru(const at::Tensor& input, const at::Tensor& hx, const
         const at::Tensor flat = x.view({T * B, x.size(2)});
         const at::Tensor gi = has_biases ? at::addmm(dirs == 1 ? b_ih[0] : at::cat(b_ih, 0), flat, weights.t())
                                          : at::mm(flat, weights.t());
-        at::Tensor out = at::empty({T, B, dirs * H}, x.options());
+        at::Tensor out = kf::empty({T, B, dirs * H}, x.options());
 {run}        x = out;
     }
     return {batch_first ? x.transpose(0, 1) : x, hn};

@@ -230,7 +230,7 @@ inline at::Tensor as_row(const at::Tensor& t, const std::vector<int64_t>& sizes,
 inline at::Tensor alloc_like(const at::Tensor& like, const std::vector<int64_t>& sizes, const at::TensorOptions& opts) {
     if (like.sizes().vec() == sizes && like.is_non_overlapping_and_dense() && !like.is_contiguous())
         return at::empty_strided(sizes, like.strides(), opts);
-    return at::empty(sizes, opts);
+    return kf::empty(sizes, opts);
 }
 inline at::Tensor as_channel(const at::Tensor& t, const std::vector<int64_t>& sizes) {
     std::vector<int64_t> shape(sizes.size(), 1);
@@ -1845,12 +1845,12 @@ void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms
         if k.row_outputs or k.index_outputs:
             lines.append(f"    const std::vector<int64_t> rshape = kf::row_shape(S, dims, {keep});")
         for j, node in enumerate(k.row_outputs):
-            lines.append(f"    at::Tensor r{j} = at::empty(rshape, opts);"
+            lines.append(f"    at::Tensor r{j} = kf::empty(rshape, opts);"
                          + ("  // the rows' values, summed below" if spec.total else ""))
         if spec.row_weight is not None:
-            lines.append("    at::Tensor weights = at::empty(rshape, opts);  // each row's weight in the mean")
+            lines.append("    at::Tensor weights = kf::empty(rshape, opts);  // each row's weight in the mean")
         for j, node in enumerate(k.index_outputs):
-            lines.append(f"    at::Tensor i{j} = at::empty(rshape, opts.dtype(at::kLong));")
+            lines.append(f"    at::Tensor i{j} = kf::empty(rshape, opts.dtype(at::kLong));")
         lines += [f"    {n}_args A;", "    kf::RGeom g;", "    kf::reduce_geometry(views, view_dims, g, A.v);"]
         lines += [f"    A.rowout[{j}] = r{j}.data_ptr<float>();" for j in range(len(k.row_outputs))]
         if spec.row_weight is not None:
@@ -1861,7 +1861,7 @@ void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms
                 "    if (g.rows > 0) {",
                 "        const int sms = kf::sm_count(views[0].get_device());",
                 f"        const int64_t bytes = {n}_workspace(A, g, sms);",
-                "        at::Tensor ws = at::empty({std::max<int64_t>(bytes, 1)}, opts.dtype(at::kByte));",
+                "        at::Tensor ws = kf::empty({std::max<int64_t>(bytes, 1)}, opts.dtype(at::kByte));",
                 f"        {n}_launch(A, g, kf::reduce_small_index(views, g), sms, ws.data_ptr(), "
                 "c10::cuda::getCurrentCUDAStream());",
                 "        C10_CUDA_KERNEL_LAUNCH_CHECK();",
@@ -1872,7 +1872,7 @@ void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms
         if spec.total is not None:
             weights = "weights.data_ptr<float>()" if spec.row_weight is not None else "nullptr"
             stream = ", c10::cuda::getCurrentCUDAStream()" if target == "cuda" else ""
-            lines += ["    at::Tensor total = at::empty({}, opts);",
+            lines += ["    at::Tensor total = kf::empty({}, opts);",
                       f"    kf::reduce_total(r0.data_ptr<float>(), {weights}, r0.numel(), "
                       f"{'true' if spec.total == 'mean' else 'false'}, total.data_ptr<float>(){stream});"]
             if target == "cuda":

@@ -1160,7 +1160,7 @@ void {n}_launch(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small
         returned = []
         for j, node in enumerate(k.outputs):
             dtype = "opts.dtype(at::kLong)" if node is k.index else "opts"
-            lines.append(f"    at::Tensor y{j} = at::empty(R, {dtype});")
+            lines.append(f"    at::Tensor y{j} = kf::empty(R, {dtype});")
             lines.append(f"    views.push_back(y{j});")
             returned.append(f"y{j}")
         lines += ["    kf::WGeom g;", "    kf::window_views(views, inner, g, A.v);",
