@@ -2,6 +2,7 @@
 
 import ast
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ import torch.utils.cpp_extension as cpp_extension
 from kfuse.errors import UsageError
 from kfuse.compiler.optimize import optimize
 from kfuse.kernels.eager_precision import round_to_tf32
+from tests.conftest import once, shared_root
 
 PROBLEMS = Path(__file__).parent / "optimize"
 NVCC = shutil.which("nvcc")
@@ -143,45 +145,54 @@ def test_a_returned_convolution_without_bias_or_layout_change_is_kfuse_s_kernel(
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 @pytest.mark.parametrize("problem", [  # one problem per kernel family by default; the other variants on demand
-    "conv_div_leaky", "activation_chain", "losses_rowwise", "attention_odd_sizes", "pooling_mix", "scans_mix",
+    "conv_div_leaky", "activation_chain", "column_reductions", "attention_odd_sizes", "pooling_mix", "scans_mix",
     "linear_scale_leaky", "conv_reductions", "gru_layers"] + [pytest.param(name, marks=pytest.mark.exhaustive) for name in (
         "conv3d_bias_tanh", "conv2d_strided_grouped", "broadcast_two_inputs", "avg_pool_strips", "gemm_sums",
-        "vector_norm_orders", "conv_div_leaky:tf32")])
-def test_nvcc_compiles_the_kernels(problem, tmp_path):
+        "vector_norm_orders", "conv_div_leaky:tf32", "losses_rowwise")])
+def test_nvcc_compiles_the_kernels(problem, tmp_path_factory):
     name, _, precision = problem.partition(":")
-    _, text = sources(name, tmp_path, precision=precision or "fp32")
-    cu = tmp_path / "kernels.cu"
-    cu.write_text(text["CUDA_SOURCE"])
-    done = subprocess.run([NVCC, "-c", "-O3", "-arch=sm_90", "-Xptxas", "-v", str(cu), "-o", str(tmp_path / "kernels.o")],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    _, text = sources(name, None, precision=precision or "fp32")
+    returncode, report = ptxas_report(text["CUDA_SOURCE"], tmp_path_factory)
+    assert returncode == 0, report[-3000:]
     # A stack frame without register spills is a parameter struct (or array) indexed with a run-time value, copied
     # to local memory in every thread: it made the channels-last epilogue 6x slower than its bytes on an H100.
     # Known, left: the pointwise kernels' `_general` variant (strided operands only) keeps a 184-byte frame; the
     # fix (branch no-local-memory, commit 30c5983: _offsets unrolled over KF_MAX_DIMS) changes every emitted file, so
     # it lands with the next full suite run.
-    assert {k: v for k, v in local_memory_copies(done.stdout + done.stderr).items() if "_general" not in k} == {}
+    assert {k: v for k, v in local_memory_copies(report).items() if "_general" not in k} == {}
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
-def test_light_column_kernels_fit_32_registers_without_spilling(tmp_path):
+def test_light_column_kernels_fit_32_registers_without_spilling(tmp_path_factory):
     """The launch bounds of the light column kernels hold them to 32 registers with 32-bit indexing: no spill there."""
-    _, text = sources("column_reductions", tmp_path)
+    _, text = sources("column_reductions", None)
     light = {name: (int(entry.split(" registers")[0].rsplit(None, 1)[-1]),
                     int(entry.split(" bytes spill stores")[0].rsplit(None, 1)[-1]))
-             for name, entry in ptxas_entries(text["CUDA_SOURCE"], tmp_path).items()
+             for name, entry in ptxas_entries(text["CUDA_SOURCE"], tmp_path_factory).items()
              if re.search(r"fused_(sum|mean|amin|argmax)_cols4?IiE", name)}
     assert len(light) == 8 and all(registers <= 32 and spills == 0 for registers, spills in light.values()), light
 
 
-def ptxas_entries(cuda_source: str, tmp_path: Path) -> dict[str, str]:
-    """nvcc -Xptxas -v on a CUDA source for sm_90: each kernel's mangled name -> its part of ptxas's report."""
-    cu = tmp_path / "kernels.cu"
-    cu.write_text(cuda_source)
-    done = subprocess.run([NVCC, "-c", "-O3", "-arch=sm_90", "-Xptxas", "-v", str(cu), "-o", str(tmp_path / "k.o")],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {entry.split("'")[1]: entry for entry in (done.stdout + done.stderr).split("Compiling entry function")[1:]}
+def ptxas_report(cuda_source: str, tmp_path_factory) -> tuple[int, str]:
+    """nvcc -Xptxas -v on a CUDA source for sm_90: (exit code, its output), compiled once per run whichever tests
+    (and test processes) ask for the same source (20-40 s of nvcc each on a 2-core machine)."""
+    def compile_(folder: Path) -> tuple[int, str]:
+        folder.mkdir(parents=True, exist_ok=True)
+        cu = folder / "kernels.cu"
+        cu.write_text(cuda_source)
+        done = subprocess.run([NVCC, "-c", "-O3", "-arch=sm_90", "-Xptxas", "-v", str(cu), "-o", str(folder / "k.o")],
+                              capture_output=True, text=True, timeout=600)
+        return done.returncode, done.stdout + done.stderr
+
+    key = hashlib.sha256(cuda_source.encode()).hexdigest()[:16]
+    return once(shared_root(tmp_path_factory), f"ptxas_{key}", compile_)
+
+
+def ptxas_entries(cuda_source: str, tmp_path_factory) -> dict[str, str]:
+    """Each kernel's mangled name -> its part of ptxas's report (ptxas_report)."""
+    returncode, report = ptxas_report(cuda_source, tmp_path_factory)
+    assert returncode == 0, report[-3000:]
+    return {entry.split("'")[1]: entry for entry in report.split("Compiling entry function")[1:]}
 
 
 def local_memory_copies(ptxas_log: str) -> dict[str, str]:
@@ -286,19 +297,20 @@ def test_conv_epilogue_reads_per_channel_operands_directly(tmp_path):
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
-def test_channels_last_epilogue_keeps_its_operands_out_of_local_memory(tmp_path):
+def test_channels_last_epilogue_keeps_its_operands_out_of_local_memory(tmp_path_factory):
     """Indexing an operand's strides with a loop variable copied the operand structs to local memory, per thread:
     6x the kernel's bytes on an H100. The GENERAL instantiation (strided operands) unrolls its stride loop."""
-    _, text = sources("conv_div_leaky", tmp_path, precision="tf32")
+    _, text = sources("conv_div_leaky", None, precision="tf32")
     frames = {name: entry.split(" bytes stack frame")[0].rsplit(None, 1)[-1]
-              for name, entry in ptxas_entries(text["CUDA_SOURCE"], tmp_path).items() if "from_channels_last" in name}
+              for name, entry in ptxas_entries(text["CUDA_SOURCE"], tmp_path_factory).items()
+              if "from_channels_last" in name}
     # (int32 and int64 indexing) x (plain, general), and the 16-byte-access kernel in both index types
     assert len(frames) == 6 and set(frames.values()) == {"0"}, frames
     assert sum("from_channels_last4" in name for name in frames) == 2, frames
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
-def test_nvcc_compiles_the_small_filter_kernels(tmp_path):
+def test_nvcc_compiles_the_small_filter_kernels(tmp_path, tmp_path_factory):
     """The seed's filter on both small-filter kernels (3xTF32 tensor cores, emitted; FFMA, added to the source)."""
     problem = conv_problem(tmp_path, "seed_like", "Conv2d(8, 64, 3)", (2, 8, 19, 23))
     result = optimize(problem, tmp_path / "seed_like_new.py", "cuda")
@@ -306,7 +318,7 @@ def test_nvcc_compiles_the_small_filter_kernels(tmp_path):
     cuda = next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CUDA_SOURCE")
     call = "if (kf::conv2d_small_filter_forward<8, 3, 3, 1, 1, 1, 1, 64, true>(x, w, g, epi, out, sms, stream)) return;"
     assert call in cuda
-    entries = ptxas_entries(cuda.replace(call, call.replace("true", "false") + "\n    " + call), tmp_path)
+    entries = ptxas_entries(cuda.replace(call, call.replace("true", "false") + "\n    " + call), tmp_path_factory)
     spills = {name.split("ILi")[0]: int(entry.split(" bytes spill stores")[0].rsplit(None, 1)[-1])
               for name, entry in entries.items() if "conv2d_small_filter" in name}
     # FFMA: 64 accumulators + operands within launch_bounds(256, 2)'s 128 registers. Tensor cores: 64 accumulators
