@@ -668,3 +668,26 @@ def test_a_correct_parity_file_is_optimized_again_with_eager_rounding(tmp_path, 
     assert bench.eager_rounding_pass(problems, records, options, Runner(), lambda p: None, threading.Lock()) == 0
     assert records["first"]["status"] == "correct" and records["first"]["cached"]
     assert records["second"] == {"status": "correct-parity"}
+
+
+def test_the_ledger_replay_reads_a_run_and_replays_it(tmp_path):
+    """scripts/replay_ledger.py: a run's judgements (data bytes from results.json, lengths from the log's `judged A-B
+    s` lines) through LocalRunner; two jobs needing 38 GiB each do not fit in 90% of 80 GiB, so they run one after
+    the other."""
+    gib = 1 << 30
+    rows = [{"problem": f"/x/level1/{name}.py", "data_bytes": size} for name, size in
+            (("big_a", 6 * gib), ("big_b", 6 * gib), ("small", gib // 8))]
+    (tmp_path / "results.json").write_text(json.dumps({"problems": rows}))
+    (tmp_path / "bench.log").write_text("\n".join([
+        "[  40 s] 1/3 big_a: correct (judged 10-40 s; trials 20)",
+        "[  70 s] 2/3 big_b: correct (judged 40-70 s; trials 20)",
+        "[  90 s] 3/3 small: correct (judged 30-90 s, GPU to itself; trials 20)"]))
+    done = subprocess.run([sys.executable, "scripts/replay_ledger.py", str(tmp_path / "results.json"),
+                           str(tmp_path / "bench.log"), "--copies", "6", "--gpu-gib", "80"],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[1],
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.strip()
+    assert line.startswith("3 judgements, 6 copies"), line
+    replayed = float(line.split("the ledger's run ")[1].split(" s")[0])
+    assert replayed >= 50 + 2 * 30 * 0.95, line  # the first arrives at 50 s; the two big ones one after the other
