@@ -24,7 +24,7 @@ PROBLEMS = Path(__file__).parent / "optimize"
 NVCC = shutil.which("nvcc")
 
 
-def sources(problem: str, tmp_path: Path, device: str = "cuda", precision: str = "fp32"):
+def sources(problem: str, device: str = "cuda", precision: str = "fp32"):
     """The emitted file (optimized once per test process: several tests read the same one) and its strings."""
     return _emitted(problem, device, precision)
 
@@ -46,8 +46,8 @@ def cuda_include() -> Path | None:
     return None
 
 
-def test_convolutions_give_their_bias_to_reductions_and_run_channels_last_into_pooled_ones(tmp_path):
-    cuda, text = sources("conv_reductions", tmp_path, precision="tf32")
+def test_convolutions_give_their_bias_to_reductions_and_run_channels_last_into_pooled_ones():
+    cuda, text = sources("conv_reductions", precision="tf32")
     assert [k["fuses"][0] for k in cuda.kernels] == ["kfuse.bias_of_conv2d", "kfuse.bias_of_conv2d_1",
                                                      "kfuse.bias_of_conv2d_2", "kfuse.bias_of_conv_transpose2d"]
     calls = [line for line in text["CPP_SOURCE"].splitlines() if "// library call" in line]
@@ -57,8 +57,8 @@ def test_convolutions_give_their_bias_to_reductions_and_run_channels_last_into_p
     assert ["channels-last" in c for c in calls] == [False, True, False, True]
 
 
-def test_tf32_convolutions_run_channels_last_and_the_epilogue_transposes(tmp_path):
-    cuda, text = sources("conv_div_leaky", tmp_path, precision="tf32")
+def test_tf32_convolutions_run_channels_last_and_the_epilogue_transposes():
+    cuda, text = sources("conv_div_leaky", precision="tf32")
     assert cuda.kernels[0]["reads_channels_last"] == "conv2d" and cuda.kernels[0]["in_place_into"] is None
     assert "kf::channels_last(x)" in text["CPP_SOURCE"] and "kf_to_channels_last<<<" in text["CUDA_SOURCE"]
     assert "kf_to_channels_last4<<<" in text["CUDA_SOURCE"]  # 16-byte accesses where the sizes allow
@@ -66,29 +66,29 @@ def test_tf32_convolutions_run_channels_last_and_the_epilogue_transposes(tmp_pat
     assert "tf32 precision policy" in cuda.path.read_text().split('"""')[1]
     # fp32 on CUDA: cuDNN's fp32 NCHW kernel runs (kfuse.kernels.conv's kernels measured slower there) and the epilogue
     # writes in place into its output
-    fp32, _ = sources("conv_div_leaky", tmp_path, "cuda")
+    fp32, _ = sources("conv_div_leaky", "cuda")
     assert fp32.kernels[0]["reads_channels_last"] is None and fp32.kernels[0]["in_place_into"] == "conv2d"
     assert fp32.library_calls == ["aten.conv2d.default"]
 
 
-def test_convolution_and_its_epilogue_are_one_kernel(tmp_path):
-    result, text = sources("conv3d_bias_tanh", tmp_path, "cpu")
+def test_convolution_and_its_epilogue_are_one_kernel():
+    result, text = sources("conv3d_bias_tanh", "cpu")
     assert [k["name"] for k in result.kernels] == ["fused_conv3d_bias_add_tanh_mul"] and result.library_calls == []
     assert result.kernels[0]["fuses"][:2] == ["aten.conv3d.default", "kfuse.bias_of_conv3d"]
     assert "p_conv_bias.view({-1, 1, 1, 1})" in text["CPP_SOURCE"]  # one value per channel
 
 
-def test_cuda_keeps_cudnn_where_the_file_has_kernels_anyway(tmp_path):
+def test_cuda_keeps_cudnn_where_the_file_has_kernels_anyway():
     # kfuse.kernels.conv._kernels_on_cuda: cuDNN's fp32 convolutions measured faster; its bias moves into the epilogue
     for problem, conv in (("conv1d_depthwise_tanh", "conv1d"), ("conv3d_bias_tanh", "conv3d")):
-        cuda, text = sources(problem, tmp_path)
+        cuda, text = sources(problem)
         assert cuda.library_calls == [f"aten.{conv}.default"] and cuda.kernels[0]["in_place_into"] == conv
     assert "c10::IValue(), c10::IValue(std::vector<int64_t>{1, 1, 1})" in text["CPP_SOURCE"]  # called without it
 
 
-def test_bare_convolutions_are_kernels_on_cuda(tmp_path):
+def test_bare_convolutions_are_kernels_on_cuda():
     # a file of library calls alone is no candidate: the convolution becomes kfuse's kernel
-    cuda, text = sources("conv2d_strided_grouped", tmp_path)
+    cuda, text = sources("conv2d_strided_grouped")
     assert [k["name"] for k in cuda.kernels] == ["fused_conv2d"] and cuda.library_calls == []
     assert "kf::conv_forward<false, kf::TF32_OFF>(x, w, g, epi, out, tf32, sms, stream)" in text["CUDA_SOURCE"]
     assert "C10_CUDA_KERNEL_LAUNCH_CHECK" in text["CPP_SOURCE"]
@@ -151,7 +151,7 @@ def test_a_returned_convolution_without_bias_or_layout_change_is_kfuse_s_kernel(
         "vector_norm_orders", "conv_div_leaky:tf32", "losses_rowwise")])
 def test_nvcc_compiles_the_kernels(problem, tmp_path_factory):
     name, _, precision = problem.partition(":")
-    _, text = sources(name, None, precision=precision or "fp32")
+    _, text = sources(name, precision=precision or "fp32")
     returncode, report = ptxas_report(text["CUDA_SOURCE"], tmp_path_factory)
     assert returncode == 0, report[-3000:]
     # A stack frame without register spills is a parameter struct (or array) indexed with a run-time value, copied
@@ -165,7 +165,7 @@ def test_nvcc_compiles_the_kernels(problem, tmp_path_factory):
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 def test_light_column_kernels_fit_32_registers_without_spilling(tmp_path_factory):
     """The launch bounds of the light column kernels hold them to 32 registers with 32-bit indexing: no spill there."""
-    _, text = sources("column_reductions", None)
+    _, text = sources("column_reductions")
     light = {name: (int(entry.split(" registers")[0].rsplit(None, 1)[-1]),
                     int(entry.split(" bytes spill stores")[0].rsplit(None, 1)[-1]))
              for name, entry in ptxas_entries(text["CUDA_SOURCE"], tmp_path_factory).items()
@@ -300,7 +300,7 @@ def test_conv_epilogue_reads_per_channel_operands_directly(tmp_path):
 def test_channels_last_epilogue_keeps_its_operands_out_of_local_memory(tmp_path_factory):
     """Indexing an operand's strides with a loop variable copied the operand structs to local memory, per thread:
     6x the kernel's bytes on an H100. The GENERAL instantiation (strided operands) unrolls its stride loop."""
-    _, text = sources("conv_div_leaky", None, precision="tf32")
+    _, text = sources("conv_div_leaky", precision="tf32")
     frames = {name: entry.split(" bytes stack frame")[0].rsplit(None, 1)[-1]
               for name, entry in ptxas_entries(text["CUDA_SOURCE"], tmp_path_factory).items()
               if "from_channels_last" in name}
@@ -333,7 +333,7 @@ def test_nvcc_compiles_the_small_filter_kernels(tmp_path, tmp_path_factory):
         "conv_div_leaky:tf32", "indexing_with_tensors")])
 def test_host_side_compiles(problem, tmp_path):
     name, _, precision = problem.partition(":")  # (tf32: a channels-last convolution and kf::channels_last)
-    _, text = sources(name, tmp_path, precision=precision or "fp32")
+    _, text = sources(name, precision=precision or "fp32")
     cpp = tmp_path / "host.cpp"
     cpp.write_text(text["CPP_SOURCE"])
     # CPU builds of torch ship c10/cuda's headers but not the one generated at their build
@@ -406,16 +406,16 @@ def column_kernel_bounds(cuda_source: str) -> dict[str, str]:
             re.finditer(r"__global__ void (__launch_bounds__\(.*?\) )?(\w+_cols4?)\(", cuda_source)}
 
 
-def test_light_column_reductions_keep_eight_blocks_per_sm(tmp_path):
+def test_light_column_reductions_keep_eight_blocks_per_sm():
     """One input and a one-value (or arg-extreme) state without a full output: launch bounds on both column
     kernels; a softmax's or a norm's state keeps the compiler's own register count (it would spill at 32)."""
-    _, text = sources("column_reductions", tmp_path)
+    _, text = sources("column_reductions")
     bounds = column_kernel_bounds(text["CUDA_SOURCE"])
     light = "__launch_bounds__(256, sizeof(index_t) == 4 ? 8 : 4) "
     assert {name for name, b in bounds.items() if b == light} == {
         f"fused_{r}_{k}" for r in ("mean", "amin", "argmax", "sum") for k in ("cols", "cols4")}
     assert bounds["fused_mul_softmax_cols"] == bounds["fused_mul_softmax_cols4"] == ""
-    _, text = sources("var_std_argmin", tmp_path)
+    _, text = sources("var_std_argmin")
     bounds = column_kernel_bounds(text["CUDA_SOURCE"])
     assert any(b == light for name, b in bounds.items() if "argmin" in name)
     assert all(b == "" for name, b in bounds.items() if "argmin" not in name) and len(bounds) > 2
@@ -424,7 +424,7 @@ def test_light_column_reductions_keep_eight_blocks_per_sm(tmp_path):
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 def test_nvcc_compiles_the_wgmma_gemm_for_sm_90a(tmp_path):
     """The seed's file as built on an sm_90 GPU: sm_90a code with the Hopper kernel (KF_SM90A) and its fallback."""
-    _, text = sources("linear_scale_leaky", tmp_path)
+    _, text = sources("linear_scale_leaky")
     result = optimize(PROBLEMS / "linear_scale_leaky.py", tmp_path / "seed.py", "cuda")
     assert 'extra_cuda_cflags=["-O3"] + ARCH_FLAGS' in result.path.read_text()
     assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32" in text["CUDA_SOURCE"]
@@ -527,7 +527,7 @@ def test_local_statics_of_templates_stay_in_their_extension(problem, tmp_path):
         text = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
                 for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value, ast.Constant)}
     else:
-        _, text = sources(problem, tmp_path)
+        _, text = sources(problem)
     found = template_functions_with_local_statics(text["CUDA_SOURCE"])
     assert found, "expected a template with a local static (the shared-memory opt-in)"
     assert all(found.values()), found
@@ -570,9 +570,9 @@ int main() {{
 
 
 
-def test_recurrent_layers_get_a_contiguous_initial_state(tmp_path):
+def test_recurrent_layers_get_a_contiguous_initial_state():
     # cuDNN's LSTM refused the judge's strided h0 in an emitted file ("rnn: hx is not contiguous"); eager's took it
-    _, text = sources("lstm_given_state", tmp_path)
+    _, text = sources("lstm_given_state")
     assert "c10::List<at::Tensor>({h0.contiguous(), c0.contiguous()})" in text["CPP_SOURCE"]
 
 
