@@ -163,14 +163,17 @@ def test_nvcc_compiles_the_kernels(problem, tmp_path_factory):
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
-def test_light_column_kernels_fit_32_registers_without_spilling(tmp_path_factory):
-    """The launch bounds of the light column kernels hold them to 32 registers with 32-bit indexing: no spill there."""
+def test_light_column_kernels_fit_their_launch_bounds_without_spilling(tmp_path_factory):
+    """With 32-bit indexing the light column kernels are held to 8 blocks per SM, 32 registers (the float4 ones, and
+    an arg-extreme's scalar one), or 4 blocks, 64 registers (a one-field state's scalar one): no spill either way."""
     _, text = sources("column_reductions")
     light = {name: (int(entry.split(" registers")[0].rsplit(None, 1)[-1]),
                     int(entry.split(" bytes spill stores")[0].rsplit(None, 1)[-1]))
              for name, entry in ptxas_entries(text["CUDA_SOURCE"], tmp_path_factory).items()
              if re.search(r"fused_(sum|mean|amin|argmax)_cols4?IiE", name)}
-    assert len(light) == 8 and all(registers <= 32 and spills == 0 for registers, spills in light.values()), light
+    assert len(light) == 8 and all(spills == 0 for _, spills in light.values()), light
+    for name, (registers, _) in light.items():
+        assert registers <= (64 if re.search(r"fused_(sum|mean|amin)_colsIiE", name) else 32), (name, registers)
 
 
 def ptxas_report(cuda_source: str, tmp_path_factory) -> tuple[int, str]:
@@ -408,12 +411,15 @@ def column_kernel_bounds(cuda_source: str) -> dict[str, str]:
 
 def test_light_column_reductions_keep_eight_blocks_per_sm():
     """One input and a one-value (or arg-extreme) state without a full output: launch bounds on both column
-    kernels; a softmax's or a norm's state keeps the compiler's own register count (it would spill at 32)."""
+    kernels (4 blocks for a one-value state's scalar kernel, 8 elsewhere with 32-bit indexing); a softmax's or a
+    norm's state keeps the compiler's own register count (it would spill at 32)."""
     _, text = sources("column_reductions")
     bounds = column_kernel_bounds(text["CUDA_SOURCE"])
     light = "__launch_bounds__(256, sizeof(index_t) == 4 ? 8 : 4) "
     assert {name for name, b in bounds.items() if b == light} == {
-        f"fused_{r}_{k}" for r in ("mean", "amin", "argmax", "sum") for k in ("cols", "cols4")}
+        "fused_argmax_cols", *(f"fused_{r}_cols4" for r in ("mean", "amin", "argmax", "sum"))}
+    assert {name for name, b in bounds.items() if b == "__launch_bounds__(256, 4) "} == {
+        f"fused_{r}_cols" for r in ("mean", "amin", "sum")}
     assert bounds["fused_mul_softmax_cols"] == bounds["fused_mul_softmax_cols4"] == ""
     _, text = sources("var_std_argmin")
     bounds = column_kernel_bounds(text["CUDA_SOURCE"])

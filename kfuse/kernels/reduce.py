@@ -279,7 +279,12 @@ inline void reduce_geometry(const std::vector<at::Tensor>& views, const std::vec
         if (level == 0) { g.ond = n; g.rows = total; } else { g.rnd = n; g.rlen = total; }
     }
 }
-// 32-bit indexing only when every offset, row and reduced index fits (with room for a grid's overshoot).
+// 32-bit indexing only when every offset, row and reduced index fits. The kernels form 32-bit offsets of elements
+// only (a slice's start, which need not be one, is checked as an address: kfr_vec_head). Their counters overshoot
+// the row count by at most a grid's step, and a row's length by a grid's step plus the slices' rounding up to fours
+// (at most rlen / 128: slices hold 512 elements or more), hence the room there. (KernelBench sizes its reductions
+// just under 2^31 elements: 128 x 4096 x 4095 is 524,287 short of INT32_MAX, and a room on the offsets as well sent
+// them to 64-bit indexing, with half the blocks per SM in the column kernels.)
 inline bool reduce_small_index(const std::vector<at::Tensor>& views, const RGeom& g) {
     int64_t worst = 0;
     for (const at::Tensor& v : views) {
@@ -288,7 +293,7 @@ inline bool reduce_small_index(const std::vector<at::Tensor>& views, const RGeom
         worst = std::max(worst, off);
     }
     const int64_t room = (int64_t)1 << 20;
-    return worst < INT32_MAX - room && g.rows < INT32_MAX - room && g.rlen < INT32_MAX - room;
+    return worst < INT32_MAX && g.rows < INT32_MAX - room && g.rlen + g.rlen / 128 < INT32_MAX - room;
 }
 }  // namespace kf
 """
@@ -357,7 +362,10 @@ inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms) {
         if (tiles < target && g.rlen >= 2048) c.splits = (int)std::max<int64_t>(1, std::min<int64_t>((target + tiles - 1) / tiles, g.rlen / 512));
         c.group = 8;
         c.threads = 256;
-        c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>(tiles * c.splits, (int64_t)sms * 16));
+        // a block per tile, not a grid-stride wave: blocks dispatched in order keep neighbouring tiles in step, so
+        // the 32-byte sectors two tiles share (kept rows not a multiple of 8 floats long) come from DRAM once (H100,
+        // mean over dim 1 of 128 x 4096 x 4095: 3.56 -> 3.07 ms, eager 3.03; read 9.9 GB of 8.6 in a wave)
+        c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>(tiles * c.splits, INT32_MAX));
     } else if (g.rlen <= 256 || (g.rlen <= 2048 && g.rows >= (int64_t)sms * 32)) {
         // a warp per row: no block-wide barriers between rows (min over rows of 1024: 3.66 -> 1.55 ms on an H100);
         // rows of up to 64, part of a warp each (a float4 per lane), so no lane idles and fewer shuffles run
@@ -382,12 +390,14 @@ inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms) {
 // float4 access along the innermost reduced dim: views contiguous there (after a scalar head of 0-3 elements that
 // aligns them all to 16 bytes; every run of the inner dim must start aligned) or constant there (one value).
 // `head`: -2 while no view has decided, -1 when some view rules the float4 path out.
+// The slice's start (row offset `row` plus `r0`) is an address only: with a broadcast reduced dim it need not be an
+// element's offset, nor fit index_t, so it is formed from the row's (valid) start in unsigned pointer arithmetic.
 template <typename index_t>
-__device__ __forceinline__ void kfr_vec_head(const kf::RView& v, const kf::RGeom& g, index_t at, int& head) {
+__device__ __forceinline__ void kfr_vec_head(const kf::RView& v, const kf::RGeom& g, index_t row, index_t r0, int& head) {
     if (head == -1) return;
     const int64_t inner = v.rs[g.rnd - 1];
     if (inner == 0) return;
-    const uintptr_t address = reinterpret_cast<uintptr_t>(v.data + at);
+    const uintptr_t address = reinterpret_cast<uintptr_t>(v.data + row) + (uintptr_t)r0 * sizeof(float);
     bool ok = inner == 1 && (address & 3) == 0;
     for (int d = 0; ok && d + 1 < g.rnd; ++d) ok = v.rs[d] % 4 == 0;
     const int want = (int)((4 - ((address >> 2) & 3)) & 3);
@@ -1371,7 +1381,7 @@ class _Printer:
         n, k = self.n, self.k
         views = list(dict.fromkeys(self.acc_views + (self.full_views if k.full_outputs else [])))
         views += list(range(self.nop, self.nviews))
-        checks = "".join(f"    kfr_vec_head(A.v[{i}], g, ob[{i}] + r0, head);\n" for i in views)
+        checks = "".join(f"    kfr_vec_head(A.v[{i}], g, ob[{i}], r0, head);\n" for i in views)
         out = [f"""
 // elements [r0, r0 + head) one at a time, then float4 groups; -1: this row has no float4 path
 template <typename index_t>
@@ -1625,6 +1635,10 @@ __device__ __forceinline__ {n}_state {n}_group_reduce({n}_state s, int group, {n
         light = (not has_full and not self.spec.extra and self.nviews == 1
                  and (len(self.red.fields) == 1 or self.red.light))
         bounds = "__launch_bounds__(256, sizeof(index_t) == 4 ? 8 : 4) " if light else ""
+        # ... but the scalar column kernel of a one-field state runs faster at 4 blocks and 64 registers, its loop
+        # keeping more loads in flight (H100, sum over dim 1 of 128 x 4096 x 4095: 3.31 -> 3.07 ms; an arg-extreme's
+        # there 3.84 -> 5.34, so it keeps 8).
+        scalar_bounds = "__launch_bounds__(256, 4) " if light and len(self.red.fields) == 1 else bounds
         cols4_views = ", ".join(str(i) for i in dict.fromkeys([column_view] + self.cols4_views()))
         return self.vec4() + self.cols4() + self.shuffles() + f"""
 // A group of threads per row (stage 0: everything; 1: partial states of one slice into ws; 2: merge the row's
@@ -1667,7 +1681,7 @@ __global__ void {n}_rows({n}_args A, kf::RGeom g, int group, int splits, int sta
 // 32 neighbouring rows per block (threadIdx.x), the reduced range strided over threadIdx.y: coalesced when the
 // kept dim is the contiguous one.
 template <typename index_t>
-__global__ void {bounds}{n}_cols({n}_args A, kf::RGeom g, int splits, int stage, {n}_state* ws) {{
+__global__ void {scalar_bounds}{n}_cols({n}_args A, kf::RGeom g, int splits, int stage, {n}_state* ws) {{
     __shared__ {n}_state red[8][33];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const index_t chunk = (index_t)((((g.rlen + splits - 1) / splits) + 3) / 4 * 4);
@@ -1775,13 +1789,10 @@ template <typename index_t>
 static void {n}_launch_t(const {n}_args& A, const kf::RGeom& g, int sms, void* ws, cudaStream_t stream) {{
     const kf::RConfig c = {n}_config(A, g, sms);
     {n}_state* states = static_cast<{n}_state*>(ws);
-    // Unsplit launches: at most one full wave (blocks resident at once per SM, per kernel and block size, found
-    // once). Split ones keep their grid: cut to a wave, LayerNorm over 128 rows of 4M lost 2.4%.
-    static int per_sm[3][17] = {{}};
-    if (c.column) {{
+    if (c.column) {{  // (a block per tile: reduce_config)
         const dim3 block(32, 8);
         auto kernel = c.width == 4 ? {n}_cols4<index_t> : {n}_cols<index_t>;
-        const unsigned blocks = c.splits > 1 ? c.blocks : kf::one_wave(kernel, 256, sms, c.blocks, per_sm[c.width == 4][8]);
+        const unsigned blocks = c.blocks;
         if (c.splits == 1) {{
             kernel<<<blocks, block, 0, stream>>>(A, g, 1, 0, states);
         }} else {{
@@ -1790,8 +1801,11 @@ static void {n}_launch_t(const {n}_args& A, const kf::RGeom& g, int sms, void* w
         }}
         return;
     }}
+    // Unsplit row launches: at most one full wave (blocks resident at once per SM, per block size, found once).
+    // Split ones keep their grid: cut to a wave, LayerNorm over 128 rows of 4M lost 2.4%.
+    static int per_sm[17] = {{}};
     const unsigned blocks = c.splits > 1 ? c.blocks
-                                         : kf::one_wave({n}_rows<index_t>, c.threads, sms, c.blocks, per_sm[2][c.threads / 64]);
+                                         : kf::one_wave({n}_rows<index_t>, c.threads, sms, c.blocks, per_sm[c.threads / 64]);
     if (c.splits == 1) {{
         {n}_rows<index_t><<<blocks, c.threads, 0, stream>>>(A, g, c.group, 1, 0, states);
     }} else {{
