@@ -329,12 +329,13 @@ static cudaError_t launch_tiles(const Problem& p, const Epilogue& epilogue, cuda
 }
 
 // Split K: when the output has too few tiles to fill the GPU (512x512 with K = 262144: 16 tiles for 132 SMs),
-// K is cut into `slices` equal parts run as a batch into a workspace, then summed. 1: no split.
+// K is cut into `slices` equal parts run as a batch into a workspace, then summed. 1: no split. Up to 64 slices, so
+// that even four tiles fill the GPU (256x256 with K = 524288 ran on 64 of 132 SMs at 16, the tensor pipes 97% busy).
 template <int BM, int BN, int BK>
 __host__ inline int split_k_slices(const Problem& p, int sms) {
     const int64_t tiles = p.batch * ((p.M + BM - 1) / BM) * ((p.N + BN - 1) / BN);
     int slices = 1;
-    while (p.batch == 1 && slices < 16 && tiles * slices * 2 <= sms && p.K % (slices * 2 * 4) == 0
+    while (p.batch == 1 && slices < 64 && tiles * slices * 2 <= sms && p.K % (slices * 2 * 4) == 0
            && p.K / (slices * 2) >= 4 * BK)
         slices *= 2;
     return slices;
