@@ -395,10 +395,14 @@ def test_gemm_split_k_and_gemv_sources(tmp_path):
     """The split-K and GEMV paths are printed only where the plan asked for them."""
     result = optimize(SUITE / "level1" / "5_Matmul_with_large_K.py", tmp_path / "k.py", "cuda")
     # B (K, N) is not K-contiguous (the mma.sync kernel reads it rows-contiguous); the Hopper kernel is compiled too
-    assert "kf_gemm::launch<128, 128, 64, 2, 4, 3, true, false, 1, true, 128, 4>" in result.path.read_text()
+    text = result.path.read_text()
+    assert "kf_gemm::launch<128, 128, 64, 2, 4, 3, true, false, 1, true, 128, 4>" in text
+    # only the template's parts a file uses: no matrix-vector kernels here, no transposes' tile fill
+    assert "gemm_3xtf32_presplit" in text and "gemv_kernel" not in text and "fill_tile4" not in text
     result = optimize(SUITE / "level1" / "4_Matrix_vector_multiplication.py", tmp_path / "v.py", "cuda")
     text = result.path.read_text()
     assert "kf_gemm::launch_gemv(p, e, sms, stream)" in text and "kf_gemm::launch<" not in text
+    assert "gemm_3xtf32_presplit" not in text and "mma.sync" not in text and "ARCH_FLAGS" not in text
     # rows of 16K floats or more take a block each (this one: K = 98304), shorter ones a warp
     assert "if (p.K >= 512 * 32)" in text and "gemv_rows_kernel<<<" in text and "gemv_kernel<<<" in text
 

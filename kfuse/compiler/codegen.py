@@ -55,24 +55,28 @@ KF_HD float load(const Operand& o, index_t i) {{
     if (o.step == 0) return o.data[0];
     return o.data[(i / (index_t)o.inner) % (index_t)o.count * (index_t)o.stride];
 }}
-#ifdef __CUDACC__
+}}  // namespace kf
+"""
+
+# The transposes' tile fill (CUDA only): in a file only where a channels-last copy or kernel uses it.
+TILE_FILL = r"""
+namespace kf {
 // The 16-byte transposes' first half (256 threads): rows [r0, r0 + 64) x columns [k0, k0 + 32) of a [rows][cols]
 // matrix (columns contiguous; both counts multiples of 4, 16-byte aligned) into tile[column][row], a float4 load
 // along the columns per step. The padded row makes the fills conflict-free.
 __device__ __forceinline__ void fill_tile4(float (&tile)[32][64 + 1], const float* __restrict__ src, int64_t rows,
-                                           int64_t cols, int64_t r0, int64_t k0) {{
+                                           int64_t cols, int64_t r0, int64_t k0) {
     #pragma unroll
-    for (int i = threadIdx.x; i < 64 * 8; i += 256) {{  // 64 rows x 8 float4 of columns
+    for (int i = threadIdx.x; i < 64 * 8; i += 256) {  // 64 rows x 8 float4 of columns
         const int64_t r = r0 + i / 8, k = k0 + 4 * (i % 8);
-        if (r < rows && k < cols) {{
+        if (r < rows && k < cols) {
             const float4 v = *reinterpret_cast<const float4*>(src + r * cols + k);
             const int row = 4 * (i % 8), col = i / 8;
             tile[row][col] = v.x; tile[row + 1][col] = v.y; tile[row + 2][col] = v.z; tile[row + 3][col] = v.w;
-        }}
-    }}
-}}
-#endif
-}}  // namespace kf
+        }
+    }
+}
+}  // namespace kf
 """
 
 # Host helpers (ATen side): broadcasting operands to the output's shape.
@@ -932,14 +936,16 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
                             f"float* out, bool small_index, cudaStream_t stream);\n"
                             for k in pointwise if k.channels_last_input)
         channels_last = any(c.channels_last for c in plan.library_calls)
+        device = (kernel_functions + conv.functions
+                  + "".join(_cuda_kernels(k) + (_channels_last_kernel(k) if k.channels_last_input else "")
+                            for k in pointwise)
+                  + red.decls + red.helpers + red.device + att.decls + att.device
+                  + win.decls + win.helpers + win.device + gm.decls + gm.device + conv.device + rnn.decls + rnn.device
+                  + (CHANNELS_LAST_COPY_DEVICE if channels_last else ""))
         cuda = ("#include <cuda_runtime.h>\n#include <algorithm>\n" + COMMON + conv.common
+                + (TILE_FILL if "kf::fill_tile4(" in device else "")
                 + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions + conv.functions)
-                + kernel_functions + conv.functions
-                + "".join(_cuda_kernels(k) + (_channels_last_kernel(k) if k.channels_last_input else "")
-                          for k in pointwise)
-                + red.decls + red.helpers + red.device + att.decls + att.device
-                + win.decls + win.helpers + win.device + gm.decls + gm.device + conv.device + rnn.decls + rnn.device
-                + (CHANNELS_LAST_COPY_DEVICE if channels_last else ""))
+                + device)
         host = ((CHANNELS_LAST_COPY_HOST if channels_last else "") + launches
                 + host_wrappers + red.decls + red.host + att.decls + att.host + win.decls + win.host + gm.decls
                 + gm.host + conv.host + rnn.decls + rnn.host + forward)

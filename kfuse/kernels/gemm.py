@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from kfuse.kernels import choices, printing
-from kfuse.kernels.gemm_cuda import DEFAULT, GEMM_DECLS, GEMM_TEMPLATE, TileConfig
+from kfuse.kernels.gemm_cuda import DEFAULT, GEMM_DECLS, TileConfig, gemm_template
 from kfuse.kernels.steps import FusedKernel, LibraryCall, mutates, short_name, tensor_meta, unique
 
 TRANSPOSES = {"aten.numpy_T.default", "aten.t.default", "aten.transpose.int", "aten.permute.default"}
@@ -359,15 +359,16 @@ def render(steps: list[GemmStep], target: str) -> GemmSources:
         return GemmSources("", "", "", "")
     # the same op -> C expression printer as every fused kernel
     functions = "".join(printing.op_function(s.epilogue) for s in steps if s.epilogue)
-    template = GEMM_TEMPLATE if target == "cuda" else ""
+    tiled = [s for s in steps if not s.gemv]
+    wgmma = target == "cuda" and any(s.config.wgmma_bn > 0 for s in tiled)
+    template = gemm_template(bool(tiled), wgmma, len(tiled) < len(steps)) if target == "cuda" else ""
     device = template + EPILOGUE_HELPERS + functions + "".join(_device_code(s, target) for s in steps)
     host = "".join(_host_wrapper(s, target) for s in steps)
     if target == "cuda":
         host = "".join(f"cudaError_t {s.name}_launch(const kf_gemm::Problem& p, const kf::Operand* operands, "
                        f"const kf::Shape& shape, float* workspace, int sms, cudaStream_t stream);\n"
                        f"int64_t {s.name}_workspace(const kf_gemm::Problem& p, int sms);\n" for s in steps) + host
-    return GemmSources(device, host, GEMM_DECLS, functions,
-                       sm90a=target == "cuda" and any(s.config.wgmma_bn > 0 for s in steps))
+    return GemmSources(device, host, GEMM_DECLS, functions, sm90a=wgmma)
 
 
 def forward_lines(step: GemmStep, names: dict[str, str]) -> list[str]:

@@ -357,6 +357,13 @@ __global__ void sum_slices(const float* __restrict__ partial, int slices, int64_
     }
 }
 
+}  // namespace kf_gemm
+"""
+
+
+# Matrix-vector products: only in files whose plan has one (kfuse.kernels.gemm, GemmStep.gemv).
+GEMV_TEMPLATE = r"""
+namespace kf_gemm {
 // Matrix-vector products (N = 1 at capture): memory-bound, so no tensor cores and no split. This thread's share
 // of output element w: elements `member`, `member + stride`, ... of its row of A against b (float4 when aligned,
 // several loads in flight), fp32 FMAs. Correct for any N (one group of threads per element), efficient for N = 1.
@@ -1022,7 +1029,12 @@ cudaError_t launch(const Problem& p, const Epilogue& epilogue, float* workspace,
 """
 
 
-GEMM_TEMPLATE = _MMA_SYNC_TEMPLATE + WGMMA_TEMPLATE + _LAUNCH_TEMPLATE
+def gemm_template(tiles: bool, wgmma: bool, gemv: bool) -> str:
+    """The template's parts a file uses: the tiled products (the mma.sync kernel, the general fallback, and the
+    launch code) where a step is one, with the Hopper kernel where a step runs it (the file then defines KF_SM90A,
+    which every use of it is behind); the matrix-vector kernels where a step is one."""
+    tiled = _MMA_SYNC_TEMPLATE + (WGMMA_TEMPLATE if wgmma else "") + _LAUNCH_TEMPLATE if tiles else ""
+    return tiled + (GEMV_TEMPLATE if gemv else "")
 
 
 

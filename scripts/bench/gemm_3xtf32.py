@@ -20,7 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from kfuse.kernels.gemm_cuda import GEMM_DECLS, GEMM_TEMPLATE, TileConfig  # noqa: E402
+from kfuse.kernels.gemm_cuda import GEMM_DECLS, TileConfig, gemm_template  # noqa: E402
 from kfuse.problem import L2Flush  # noqa: E402
 
 VARIANTS = {
@@ -77,7 +77,8 @@ def cuda_source(config: TileConfig) -> str:
         args = config.arguments(ak, bk)  # launch_tiles: no split-K in this bench
         cases.append(f"    if (layout == {index}) return epilogue == 0 ? kf_gemm::launch_tiles<{args}>(p, Identity{{}}, stream)\n"
                      f"        : kf_gemm::launch_tiles<{args}>(p, BiasScaleLeaky{{bias, p.N, scale, slope}}, stream);\n")
-    return ("#include <cuda_runtime.h>\n#include <algorithm>\n#include <cstdint>\n" + GEMM_DECLS + GEMM_TEMPLATE
+    template = gemm_template(tiles=True, wgmma=True, gemv=False)
+    return ("#include <cuda_runtime.h>\n#include <algorithm>\n#include <cstdint>\n" + GEMM_DECLS + template
             + EPILOGUES
             + "cudaError_t run_gemm(const kf_gemm::Problem& p, int layout, int epilogue, const float* bias, float scale,"
               " float slope, cudaStream_t stream) {\n" + "".join(cases) + "    return cudaErrorInvalidValue;\n}\n")

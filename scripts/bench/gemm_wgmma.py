@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from kfuse.kernels.gemm_cuda import DEFAULT, GEMM_DECLS, GEMM_TEMPLATE  # noqa: E402
+from kfuse.kernels.gemm_cuda import DEFAULT, GEMM_DECLS, gemm_template  # noqa: E402
 
 HOPPER_FLAGS = ["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-DKF_SM90A", "-DKF_ONLY_SM90A"]
 # name: (C++ call of the tiles for a K-contiguous A and B, nvcc flags)
@@ -91,7 +91,8 @@ torch::Tensor gemm(torch::Tensor a, torch::Tensor b, torch::Tensor bias, int64_t
 def cuda_source(name: str) -> str:
     call = VARIANTS[name][0]
     extra = ", workspace, dev, 132" if "presplit" in call else ", dev" if "wgmma" in call else ""
-    return ("#include <cuda_runtime.h>\n#include <algorithm>\n#include <cstdint>\n" + GEMM_DECLS + GEMM_TEMPLATE
+    template = gemm_template(tiles=True, wgmma=True, gemv=False)
+    return ("#include <cuda_runtime.h>\n#include <algorithm>\n#include <cstdint>\n" + GEMM_DECLS + template
             + EPILOGUES
             + "cudaError_t run_gemm(const kf_gemm::Problem& p, int epilogue, const float* bias, float scale,"
               " float slope, float* workspace, cudaStream_t stream) {\n"
