@@ -9,6 +9,11 @@ float64 precision-parity rule, the truth from a float64 copy of the reference), 
 timed in interleaved rounds (kfuse.judge.timing, L2 flushed, CUDA events): the ratios come from one run, so two
 variants can be told apart by a few percent, which separate judge runs cannot.
 
+`--emit LABEL=DIR` first writes this checkout's files for the problems into DIR (`kfuse optimize --no-check`, on
+this GPU) and adds them as variant LABEL. Emit both sides of an A/B on the GPU: the plan asks the GPU (eager's
+precision, channels-last), so a file emitted on a machine without one can be another plan (2026-11-26: a
+ConvTranspose3d problem NCHW there, channels-last here, 8.0 against 14.5 ms).
+
 Writes ab.json and ab.md under --out. Not the judge: `kfuse check` stays the verdict that counts.
 """
 
@@ -45,6 +50,22 @@ def prebuild(paths: list[Path], workers: int) -> dict[str, str]:
         return str(path), "" if done.returncode == 0 else last
     with ThreadPoolExecutor(workers) as pool:
         return {p: err for p, err in pool.map(one, paths) if err}
+
+
+def emit(problems: list[Path], folder: Path, workers: int) -> dict[str, str]:
+    """This checkout's ModelNew for each problem into folder/X_new.py, emitted here; returns the errors by problem."""
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def one(problem: Path) -> tuple[str, str]:
+        output = folder / f"{problem.stem}_new.py"
+        command = [sys.executable, "-m", "kfuse", "optimize", str(problem), "-o", str(output), "--device", "cuda",
+                   "--no-check"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        return str(problem), "" if done.returncode == 0 else last
+    with ThreadPoolExecutor(workers) as pool:
+        return {p: err for p, err in pool.map(one, problems) if err}
 
 
 def to_double(model: torch.nn.Module) -> torch.nn.Module:
@@ -101,13 +122,19 @@ def run_problem(problem_path: Path, variants: dict[str, Path], device: torch.dev
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("problems", nargs="+", type=Path)
-    parser.add_argument("--variant", action="append", required=True, help="LABEL=DIR of *_new.py candidates")
+    parser.add_argument("--variant", action="append", default=[], help="LABEL=DIR of *_new.py candidates")
+    parser.add_argument("--emit", action="append", default=[], help="LABEL=DIR: emit this checkout's files there first")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--budget-s", type=float, default=400.0, help="no new problem starts after this")
     args = parser.parse_args()
-    variants = {label: Path(folder) for label, folder in (v.split("=", 1) for v in args.variant)}
+    variants = {label: Path(folder) for label, folder in (v.split("=", 1) for v in args.variant + args.emit)}
+    if not variants:
+        parser.error("give at least one --variant or --emit")
     args.out.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
+    for label, folder in (v.split("=", 1) for v in args.emit):
+        failed = emit(args.problems, Path(folder), workers=min(8, os.cpu_count() or 4))
+        print(f"emitted {label} into {folder} in {time.perf_counter() - began:.0f} s; errors: {failed}", flush=True)
     paths = [folder / f"{p.stem}_new.py" for p in args.problems for folder in variants.values()]
     errors = prebuild([p for p in paths if p.exists()], workers=min(16, os.cpu_count() or 4))
     print(f"built {len(paths)} candidates in {time.perf_counter() - began:.0f} s; errors: {errors}", flush=True)
