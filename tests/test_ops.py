@@ -342,8 +342,8 @@ def literal_values() -> list:
 
 def _kernel(i: int, expr: str) -> str:
     return f"""
-torch::Tensor op_{i}(torch::Tensor a, torch::Tensor b, torch::Tensor c) {{
-  auto out = torch::empty_like(a);
+at::Tensor op_{i}(at::Tensor a, at::Tensor b, at::Tensor c) {{
+  auto out = at::empty_like(a);
   const float* pa = a.data_ptr<float>();
   const float* pb = b.data_ptr<float>();
   const float* pc = c.data_ptr<float>();
@@ -373,15 +373,20 @@ def build_extension():
         names.append(f"op_{i}")
     lits = ", ".join(ops.scalar_literal(v) for v in literal_values())
     bodies.append(f"""
-torch::Tensor literals() {{
+at::Tensor literals() {{
   static const float vals[] = {{{lits}}};
-  return torch::from_blob((void*)vals, {{(int64_t)(sizeof(vals) / sizeof(float))}}, torch::kFloat32).clone();
+  return at::from_blob((void*)vals, {{(int64_t)(sizeof(vals) / sizeof(float))}}, at::kFloat).clone();
 }}
 """)
     names.append("literals")
-    source = "#include <torch/extension.h>\n" + ops.PRELUDE + "".join(bodies)
-    return load_inline(name="kfuse_test_ops", cpp_sources=[source], functions=names,
-                       extra_cflags=["-O2"], verbose=False)
+    # the emitted files' headers and flags (tests/pch_cxx.py then reads them precompiled, as it does theirs)
+    module = "".join(f'    m.def("{n}", &{n});\n' for n in names)
+    source = ("#include <ATen/core/Tensor.h>\n#include <ATen/ops/empty_like.h>\n#include <ATen/ops/from_blob.h>\n"
+              "#include <torch/csrc/utils/pybind.h>\n" + ops.PRELUDE + "".join(bodies)
+              + f"PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{module}}}\n")
+    light = {"no_implicit_headers": True} if "no_implicit_headers" in load_inline.__code__.co_varnames else {}
+    return load_inline(name="kfuse_test_ops", cpp_sources=[source], extra_cflags=["-O3", "-fopenmp"], verbose=False,
+                       **light)
 
 
 @pytest.fixture(scope="module")

@@ -9,14 +9,20 @@ import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
-cpp_source = r"""
-#include <torch/extension.h>
+# Only the headers the source includes (older torch versions lack the option and add torch/extension.h)
+LIGHT_HEADERS = {"no_implicit_headers": True} if "no_implicit_headers" in load_inline.__code__.co_varnames else {}
 
-torch::Tensor leaky_relu(torch::Tensor x, double negative_slope) {
+cpp_source = r"""
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <torch/csrc/utils/pybind.h>
+
+at::Tensor leaky_relu(at::Tensor x, double negative_slope) {
     TORCH_CHECK(x.device().is_cpu(), "x must be a CPU tensor");
-    TORCH_CHECK(x.scalar_type() == torch::kFloat32, "x must be float32");
+    TORCH_CHECK(x.scalar_type() == at::kFloat, "x must be float32");
     TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
-    auto out = torch::empty_like(x);
+    auto out = at::empty_like(x);
     const float* src = x.data_ptr<float>();
     float* dst = out.data_ptr<float>();
     const float slope = static_cast<float>(negative_slope);
@@ -27,14 +33,18 @@ torch::Tensor leaky_relu(torch::Tensor x, double negative_slope) {
     }
     return out;
 }
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.def("leaky_relu", &leaky_relu);
+}
 """
 
 module = load_inline(
     name="corpus_cpu_leaky_honest",
     cpp_sources=cpp_source,
-    functions=["leaky_relu"],
+    **LIGHT_HEADERS,
     verbose=False,
-    extra_cflags=["-O2"],
+    extra_cflags=["-O2", "-fopenmp"],
 )
 
 

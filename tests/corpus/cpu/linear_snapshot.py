@@ -8,19 +8,25 @@ import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
-cpp_source = r"""
-#include <torch/extension.h>
+# Only the headers the source includes (older torch versions lack the option and add torch/extension.h)
+LIGHT_HEADERS = {"no_implicit_headers": True} if "no_implicit_headers" in load_inline.__code__.co_varnames else {}
 
-torch::Tensor linear_relu(torch::Tensor x, torch::Tensor weight, torch::Tensor bias) {
+cpp_source = r"""
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <torch/csrc/utils/pybind.h>
+
+at::Tensor linear_relu(at::Tensor x, at::Tensor weight, at::Tensor bias) {
     for (const auto& t : {x, weight, bias}) {
         TORCH_CHECK(t.device().is_cpu(), "tensors must be on the CPU");
-        TORCH_CHECK(t.scalar_type() == torch::kFloat32, "tensors must be float32");
+        TORCH_CHECK(t.scalar_type() == at::kFloat, "tensors must be float32");
         TORCH_CHECK(t.is_contiguous(), "tensors must be contiguous");
     }
     TORCH_CHECK(x.dim() == 2 && weight.dim() == 2 && bias.dim() == 1, "bad ranks");
     TORCH_CHECK(x.size(1) == weight.size(1) && bias.size(0) == weight.size(0), "bad shapes");
     const int64_t M = x.size(0), K = x.size(1), N = weight.size(0);
-    auto out = torch::empty({M, N}, x.options());
+    auto out = at::empty({M, N}, x.options());
     const float* xp = x.data_ptr<float>();
     const float* wp = weight.data_ptr<float>();
     const float* bp = bias.data_ptr<float>();
@@ -37,14 +43,18 @@ torch::Tensor linear_relu(torch::Tensor x, torch::Tensor weight, torch::Tensor b
     }
     return out;
 }
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.def("linear_relu", &linear_relu);
+}
 """
 
 module = load_inline(
     name="corpus_cpu_linear_honest",
     cpp_sources=cpp_source,
-    functions=["linear_relu"],
+    **LIGHT_HEADERS,
     verbose=False,
-    extra_cflags=["-O2"],
+    extra_cflags=["-O2", "-fopenmp"],
 )
 
 
