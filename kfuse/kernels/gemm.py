@@ -361,7 +361,7 @@ def render(steps: list[GemmStep], target: str) -> GemmSources:
     functions = "".join(printing.op_function(s.epilogue) for s in steps if s.epilogue)
     tiled = [s for s in steps if not s.gemv]
     wgmma = target == "cuda" and any(s.config.wgmma_bn > 0 for s in tiled)
-    template = gemm_template(bool(tiled), wgmma, len(tiled) < len(steps)) if target == "cuda" else ""
+    template = gemm_template(bool(tiled), wgmma, any(s.gemv for s in steps)) if target == "cuda" else ""
     device = template + EPILOGUE_HELPERS + functions + "".join(_device_code(s, target) for s in steps)
     host = "".join(_host_wrapper(s, target) for s in steps)
     if target == "cuda":
