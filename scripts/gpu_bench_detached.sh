@@ -25,6 +25,11 @@ if [ "$mode" = start ]; then
     mkdir -p "$state"
     setsid nohup python3 -m kfuse bench "$@" --out "$state/out" >"$state/log" 2>&1 </dev/null &
     echo $! >"$state/pid"
+    # The GPU's memory in use, twice a second while the bench runs (seconds since its start, MiB): what the judges
+    # really held beside what LocalRunner's ledger reserved for them.
+    setsid nohup bash -c 'began=$SECONDS; while kill -0 '"$!"' 2>/dev/null; do
+        echo "$((SECONDS - began)) $(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)"
+        sleep 0.5; done' >"$state/gpumem.txt" 2>/dev/null </dev/null &
 fi
 pid=$(cat "$state/pid")
 end=$((SECONDS + seconds))
@@ -36,6 +41,7 @@ else
     echo "bench finished"
     cp "$state/out/results.json" "${OUT:-/tmp}/" 2>/dev/null
     cp "$state/log" "${OUT:-/tmp}/bench.log"
+    cp "$state/gpumem.txt" "${OUT:-/tmp}/" 2>/dev/null
     # the emitted files, for KernelBench's judge in a later call (carried back as a folder of the checkout)
     tar -czf "${OUT:-/tmp}/candidates.tgz" -C "$state/out" candidates 2>/dev/null
 fi
