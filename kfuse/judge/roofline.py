@@ -37,6 +37,26 @@ def count_flops(model: torch.nn.Module, inputs: list) -> int:
     return int(counter.get_total_flops())
 
 
+def count_call(problem, init_inputs: list, seed: int, model: torch.nn.Module, inputs: list) -> dict:
+    """Bytes a call must move and FLOPs it must do, with its output's dtype: counted on the meta device (shapes
+    alone), or on `model` and `inputs` themselves where the Model does not run on meta (data-dependent ops)."""
+    try:
+        with torch.device("meta"):
+            torch.manual_seed(seed)
+            counted = problem.Model(*init_inputs)
+        meta = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in inputs]
+        with torch.no_grad():
+            out = counted(*meta)
+        flops = count_flops(counted, meta)
+    except Exception:  # noqa: BLE001 - any failure on meta: count on the real model instead
+        counted, meta = model, inputs
+        with torch.no_grad():
+            out = model(*inputs)
+        flops = count_flops(model, inputs)
+    dtype = next((t.dtype for _, t in leaves(out) if isinstance(t, torch.Tensor)), torch.float32)
+    return {"bytes": count_bytes(counted, meta, out), "flops": flops, "dtype": str(dtype).removeprefix("torch.")}
+
+
 def device_key(device: torch.device) -> str:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu-{os.cpu_count()}cores"
     return f"{name} | torch {torch.__version__} | {CEILINGS_VERSION}"
@@ -96,13 +116,13 @@ def device_ceilings(device: torch.device) -> dict:
     return {"device": key, **cached[key]}
 
 
-def floor(bytes_moved: int, flops: int, ceilings: dict, dtype: torch.dtype) -> dict:
+def floor(bytes_moved: int, flops: int, ceilings: dict, dtype: str) -> dict:
     """The floor in ms, with the fastest unit the precision policy allows doing the arithmetic.
 
     fp32 problems may legally run matmuls as 3xTF32 and convolutions in TF32, so the TF32 rate bounds them; it
     is a floor, so the generous ceiling is the right one.
     """
-    unit = "bf16" if dtype in (torch.float16, torch.bfloat16) else "tf32"
+    unit = "bf16" if dtype in ("float16", "bfloat16") else "tf32"
     rate = ceilings.get(f"{unit}_flop_per_s") or ceilings.get("fp32_flop_per_s")
     bytes_ms = bytes_moved / ceilings["copy_bytes_per_s"] * 1e3
     flops_ms = flops / rate * 1e3 if rate else 0.0

@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from kfuse.judge import wire
+from kfuse.judge import roofline, wire
 from kfuse.judge.compare import leaves, same_bits
 from kfuse.loader import import_from_source
 from kfuse.problem import (L2Flush, ProblemError, apply_precision, build_reference, describe_exception, load_problem,
@@ -98,6 +98,7 @@ class Sandbox:
         return {"build_s": build_s}
 
     def construct(self, seed: int) -> dict:
+        self.seed = seed
         if self.own_reference:  # the timing process times Model itself: one construction, no reweighting
             self.candidate = build_reference(self.problem, self.init_inputs, seed, self.device)
             return {}
@@ -146,9 +147,11 @@ class Sandbox:
         reply["buffers"] = dict(self.candidate.named_buffers())
         return reply
 
-    def time_prepare(self, inputs_seed: int, name: str, compile_modes: list[str]) -> dict:
+    def time_prepare(self, inputs_seed: int, name: str, compile_modes: list[str], count: bool = False) -> dict:
         """The timing inputs, and the contenders this process times: the model under test as `name`, plus a
-        torch.compile'd copy of it per mode (the reference's process; a compile error is reported, not fatal)."""
+        torch.compile'd copy of it per mode (the reference's process; a compile error is reported, not fatal).
+        `count` (the reference's process): also the bytes and FLOPs of a call, for the roofline floor (CPU work on
+        the meta device, overlapping the worker's trials instead of following the timing)."""
         self.timing_inputs = make_inputs(self.problem, inputs_seed, self.device)
         self.flush = L2Flush(self.device)
         self.timed = {name: self.candidate}
@@ -167,7 +170,9 @@ class Sandbox:
                 continue
             compile_s[f"compile:{mode}"] = time.perf_counter() - began
             self.timed[f"compile:{mode}"] = compiled
-        return {"timed": list(self.timed), "compile_s": compile_s, "compile_errors": errors}
+        counts = roofline.count_call(self.problem, self.init_inputs, self.seed, self.candidate,
+                                     self.timing_inputs) if count else None
+        return {"timed": list(self.timed), "compile_s": compile_s, "compile_errors": errors, "counts": counts}
 
     def time_setup(self, inputs_seed: int, warmup: int) -> dict:
         for name, model in self.timed.items():

@@ -1,7 +1,8 @@
 """`kfuse check`: the verdict on one candidate, from the static check and an isolated worker.
 
-The parent never imports user code. It parses both files, applies the static rules, then runs `kfuse.judge.worker` in
-a new process session with a wall-clock timeout (build included) and, on the CPU target, a cap on host memory.
+The parent never imports user code. It parses both files, applies the static rules, then runs the trusted worker
+(`kfuse.judge.launch`, then `kfuse.judge.worker`) in a new process session with a wall-clock timeout (build
+included) and, on the CPU target, a cap on host memory.
 Whatever the worker does — segfault, illegal address, hang, OOM — the parent survives and turns it into a verdict.
 """
 
@@ -216,7 +217,7 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
             limit = memory_cap_bytes(options)
         with open(log_path, "w") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "kfuse.judge.worker", str(spec_path), str(events_path)],
+                [sys.executable, "-m", "kfuse.judge.launch", str(spec_path), str(events_path)],
                 stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                 preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))) if limit else None)
             # The token marks the trusted worker's lines: the candidate's process can find the events file,

@@ -1,6 +1,7 @@
 """The judge's trusted worker: runs the protocol of DESIGN.md §4 against a candidate kept in its own process.
 
-Run as `python -m kfuse.judge.worker SPEC.json EVENTS.jsonl` with a one-line token on stdin. The problem's reference,
+Started by kfuse.judge.launch (`python -m kfuse.judge.launch SPEC.json EVENTS.jsonl`, a one-line token on stdin),
+which starts the candidate's process and the reference's timing process beforehand. The problem's reference,
 its float64 ground truth, the inputs, every comparison and the verdict live here; the candidate's code runs only
 in a child process (kfuse.judge.sandbox) that builds ModelNew and returns its outputs as data. Each step appends one
 JSON line, carrying the token, to EVENTS, so the parent knows where the run was if it dies, and lines written by
@@ -74,17 +75,11 @@ class CandidateProcess:
     """The sandbox child: requests go down one pipe, replies (data only) come up another. `role` names it in
     verdicts: the candidate's process, or the reference's timing process (see kfuse.judge.sandbox)."""
 
-    def __init__(self, device: torch.device, events: Events, role: str = "the candidate's process"):
+    def __init__(self, device: torch.device, events: Events, spawned, role: str = "the candidate's process"):
+        """`spawned`: the sandbox process kfuse.judge.launch started, importing torch meanwhile (its Spawned:
+        the process and the two pipes)."""
         self.device, self.events, self.role = device, events, role
-        down_read, down_write = os.pipe()
-        up_read, up_write = os.pipe()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "kfuse.judge.sandbox", str(down_read), str(up_write)],
-            pass_fds=(down_read, up_write), stdin=subprocess.DEVNULL, close_fds=True)
-        os.close(down_read)
-        os.close(up_write)
-        self.requests = os.fdopen(down_write, "wb")
-        self.replies = os.fdopen(up_read, "rb")
+        self.process, self.requests, self.replies = spawned.process, spawned.requests, spawned.replies
         self.peak_bytes = 0  # its GPU memory at its peak so far (the caching allocator's, from its replies)
 
     def request(self, command: str, spin: bool = False, **fields) -> dict:
@@ -146,8 +141,9 @@ class CandidateProcess:
 
 
 class Judgement:
-    def __init__(self, spec: dict, events: Events):
+    def __init__(self, spec: dict, events: Events, early: list):
         self.spec = spec
+        self.early = early  # sandbox processes already started, importing torch: the candidate's, then the timer's
         self.events = events
         self.device = torch.device(spec["device"])
         self.report: dict = {"trials": []}
@@ -327,7 +323,7 @@ class Judgement:
                         precision=s.get("precision", "fp32"), own_reference=True)
         self.timer.send("construct", seed=s["seed"])
         self.timer.send("time_prepare", inputs_seed=s["seed"] + 999, name="eager",
-                        compile_modes=list(s["compile_modes"]))
+                        compile_modes=list(s["compile_modes"]), count=True)
 
     def reference_timing_prepared(self) -> dict:
         """time_prepare's reply. Waited for outside any GPU section: torch.compile's compile is CPU work, tens of
@@ -348,15 +344,16 @@ class Judgement:
         base = s["seed"] + 999
         plan = TimingPlan(warmup=s["warmup"], min_trials=s["timing_trials"], min_seconds=s["min_seconds"])
         with self.untimed():
-            inputs = self.inputs(base)  # the worker's copy: it checks the last timed output and counts bytes
             self.candidate.request("time_prepare", inputs_seed=base, name="candidate", compile_modes=[])
         self.events.stage(WAIT_STAGE)
         with self.gpu.exclusive():
             ceilings = roofline.device_ceilings(self.device)  # measured once per device: a timing of its own
             stats = self._timed_rounds(plan, base, reference["timed"])
-        self.timer.close()  # its GPU memory back before the checks below
+        # Killed, not asked to exit: its work is done, and its GPU memory comes back at once for the checks below
+        # (a process's own exit, torch's teardown, took about 2 s on the CPU).
+        self.timer.close(at_once=True)
         self.timer = None
-        timing = self._after_timing(stats, base, inputs, ceilings)
+        timing = self._after_timing(stats, base, reference["counts"], ceilings)
         return {**timing, "compile_s": reference["compile_s"], "compile_errors": reference["compile_errors"]}
 
     def _timed_rounds(self, plan: TimingPlan, base: int, reference_names: list[str]) -> dict:
@@ -378,26 +375,7 @@ class Judgement:
         self.events.stage("timing (interleaved rounds)")
         return time_interleaved(contenders, plan)
 
-    def bytes_and_flops(self, inputs: list) -> tuple[int, int, torch.dtype]:
-        """Bytes a call must move and FLOPs it must do, with its output dtype: counted on the meta device (shapes
-        alone, no GPU section), or on the GPU where the model does not run on meta (data-dependent ops)."""
-        try:
-            with torch.device("meta"):
-                torch.manual_seed(self.spec["seed"])
-                model = self.problem.Model(*self.init_inputs)
-            meta = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in inputs]
-            with torch.no_grad():
-                out = model(*meta)
-            flops = roofline.count_flops(model, meta)
-        except Exception:  # noqa: BLE001 - any failure on meta: count on the real model instead
-            model = self.reference
-            with self.untimed(), torch.no_grad():
-                out = model(*inputs)
-                flops = roofline.count_flops(model, inputs)
-        dtype = next((t.dtype for _, t in leaves(out) if isinstance(t, torch.Tensor)), torch.float32)
-        return roofline.count_bytes(model, inputs, out), flops, dtype
-
-    def _after_timing(self, stats: dict, base: int, inputs: list, ceilings: dict) -> dict:
+    def _after_timing(self, stats: dict, base: int, counts: dict, ceilings: dict) -> dict:
         # The last timed call's output must be right too: a candidate that skips work while timed fails here. (Not
         # where the Model keeps state: the timing called the two models different numbers of times.)
         if not self.stateful:
@@ -411,9 +389,7 @@ class Judgement:
                     raise Outcome("incorrect", *(f"the output of a timed call is wrong: {p}"
                                                  for p in trial["problems"]))
 
-        self.events.stage("counting bytes and FLOPs")
-        bytes_moved, flops, dtype = self.bytes_and_flops(inputs)
-        bound = roofline.floor(bytes_moved, flops, ceilings, dtype)
+        bound = roofline.floor(counts["bytes"], counts["flops"], ceilings, counts["dtype"])
         cand = stats["candidate"]["median_ms"]
         speedups = {f"vs_{name}": stats[name]["median_ms"] / cand if cand > 0 else float("inf")
                     for name in stats if name != "candidate"}
@@ -445,10 +421,10 @@ class Judgement:
             raise Outcome("usage", str(err)) from None
         with self.untimed():
             self.refuse_random_reference()
-        self.candidate = CandidateProcess(self.device, self.events)
-        # Started now, so that its imports overlap the trials; it only times the reference (time_models).
-        self.timer = CandidateProcess(self.device, self.events, "the reference's timing process") \
-            if self.spec["time"] else None
+        self.candidate = CandidateProcess(self.device, self.events, self.early.pop(0))
+        # It only times the reference (time_models): set up now, so that its compile overlaps the trials.
+        self.timer = CandidateProcess(self.device, self.events, self.early.pop(0),
+                                      "the reference's timing process") if self.spec["time"] else None
         try:
             self.events.stage(BUILD_STAGE)  # CPU work: no GPU section
             built = self.candidate.request("setup", problem=self.spec["problem"], candidate=self.spec["candidate"],
@@ -465,7 +441,7 @@ class Judgement:
                 self.report["timing"] = self.time_models(self.reference_timing_prepared())
             return self.report
         finally:
-            self.candidate.close()
+            self.candidate.close(at_once=True)  # its work is done or not wanted: no teardown to wait for
             if self.timer is not None:  # (time_models closes it) the judgement ended early: its compile is not wanted
                 self.timer.close(at_once=True)
 
@@ -547,8 +523,9 @@ def environment(device: torch.device) -> dict:
     return info
 
 
-def main(spec_path: str, events_path: str) -> int:
-    token = sys.stdin.readline().strip()
+def main(spec_path: str, events_path: str, token: str, early: list) -> int:
+    """The judgement, its outcome written to EVENTS. `early`: the sandbox processes kfuse.judge.launch started
+    (the candidate's, then the timer's where the spec times); the caller kills those not taken."""
     spec = json.loads(Path(spec_path).read_text())
     events = Events(events_path, token)
     device = torch.device(spec["device"])
@@ -557,7 +534,7 @@ def main(spec_path: str, events_path: str) -> int:
         return 0
     events.emit("environment", **environment(device))
     apply_precision(spec.get("precision", "fp32"))
-    judgement = Judgement(spec, events)
+    judgement = Judgement(spec, events, early)
     try:
         report = judgement.run()
         report["gpu_wait_s"] = round(judgement.gpu.waited_s, 3)
@@ -572,7 +549,3 @@ def main(spec_path: str, events_path: str) -> int:
         events.emit("outcome", status="judge_error", reasons=[f"the judge failed: {describe_exception(err)}"],
                     report=judgement.report)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
