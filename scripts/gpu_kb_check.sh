@@ -26,20 +26,27 @@ for pattern in "$@"; do
 done
 echo "kb_check: $(( ${#pairs[@]} / 2 )) pairs, $parallel at a time"
 tmp=$(mktemp -d)
+: >"$jsonl"
+# Each pair's line is appended to KB_JSONL as soon as it is judged: a call stopped at its time limit keeps those done.
 for ((i = 0; i < ${#pairs[@]}; i += 2)); do
     echo "${pairs[i]} ${pairs[i+1]}"
 done | xargs -P "$parallel" -L 1 sh -c '
     name=$(basename "$1" .py)
     python3 '"$levels"'/harness/kb_check.py --json '"$tmp"'/$name.json "$1" "$2" >'"$tmp"'/$name.log 2>&1
-    tail -n 2 '"$tmp"'/$name.log' _
-python3 - "$tmp" "$jsonl" <<'PY'
+    tail -n 2 '"$tmp"'/$name.log
+    python3 -c "
 import json, sys
 from pathlib import Path
-rows = []
-for path in sorted(Path(sys.argv[1]).glob("*.json")):
-    for candidate, result in json.loads(path.read_text()).items():
-        rows.append({"problem": path.stem, "candidate": candidate, **result})
-Path(sys.argv[2]).write_text("".join(json.dumps(r) + "\n" for r in rows))
+path = Path(sys.argv[1])
+rows = [{\"problem\": path.stem, \"candidate\": c, **r} for c, r in json.loads(path.read_text()).items()] \
+    if path.exists() else [{\"problem\": path.stem, \"error\": Path(sys.argv[3]).read_text()[-800:]}]
+with open(sys.argv[2], \"a\") as out:
+    out.write(\"\".join(json.dumps(r) + \"\\n\" for r in rows))
+" '"$tmp"'/$name.json '"$jsonl"' '"$tmp"'/$name.log' _
+python3 - "$jsonl" <<'PY'
+import json, sys
+from pathlib import Path
+rows = [json.loads(line) for line in Path(sys.argv[1]).read_text().splitlines()]
 print(f"{sum(bool(r.get('correct')) for r in rows)}/{len(rows)} correct by KernelBench's judge; "
       f"{sum(bool(r.get('static_valid')) for r in rows)}/{len(rows)} statically valid")
 PY
