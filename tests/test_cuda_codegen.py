@@ -183,8 +183,10 @@ def ptxas_report(cuda_source: str, tmp_path_factory) -> tuple[int, str]:
         folder.mkdir(parents=True, exist_ok=True)
         cu = folder / "kernels.cu"
         cu.write_text(cuda_source)
-        done = subprocess.run([NVCC, "-c", "-O3", "-arch=sm_90", "-Xptxas", "-v", str(cu), "-o", str(folder / "k.o")],
-                              capture_output=True, text=True, timeout=600)
+        # --cubin: device code only (ptxas's report is about it); nvcc's front end still parses the whole file, and
+        # the host side's own build is test_host_side_compiles's. A third less time than -c.
+        done = subprocess.run([NVCC, "--cubin", "-O3", "-arch=sm_90", "-Xptxas", "-v", str(cu), "-o",
+                               str(folder / "k.cubin")], capture_output=True, text=True, timeout=600)
         return done.returncode, done.stdout + done.stderr
 
     key = hashlib.sha256(cuda_source.encode()).hexdigest()[:16]
