@@ -1,26 +1,68 @@
-"""The judge's trusted worker, started so that its helper processes import torch while it does.
+"""The judge's trusted worker, with its helper processes forked from it after one `import torch`.
 
 Run as `python -m kfuse.judge.launch SPEC.json EVENTS.jsonl` with a one-line token on stdin. A process spends
-seconds in `import torch` (2-5 s, more on a busy host); the worker needs the candidate's process (and, when it
-times, the reference's timing process) only after its own import, the problem and the reference are loaded. So
-this module, which imports nothing heavy, reads the token, starts those processes first, then imports the worker
-(kfuse.judge.worker) and hands them over: the three imports overlap instead of following one another.
+seconds in `import torch` (2-5 s of CPU, more on a busy host), and a judgement needs three processes: the trusted
+worker, the candidate's process and, when it times, the reference's timing process (kfuse.judge.sandbox). Started
+apart, each imported torch on its own; here torch and the judge's modules are imported once, then the two helpers
+are forked (before this process runs any torch op or starts a thread, and before CUDA is touched: each child
+initialises its own), then the worker runs here (kfuse.judge.worker).
+
+What a forked helper gets of this process: its code and imported modules, nothing else. It is forked before the
+token is read (the token never exists in its memory), its stdin is /dev/null, and every file descriptor but its own
+two pipe ends, stdout and stderr is closed before it runs anything.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
+import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import torch  # noqa: F401 - imported once here, before the forks: the point of this module
+
+from kfuse.judge import sandbox, worker
+
+
+class ForkedProcess:
+    """The parts of subprocess.Popen the worker uses, for a child made with os.fork."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)  # -N for a signal, as Popen's
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                import subprocess
+
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+            time.sleep(0.005)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 @dataclass
 class Spawned:
-    """A kfuse.judge.sandbox process and the two pipes to it: requests go down, replies come up."""
-    process: subprocess.Popen
+    """A helper process (kfuse.judge.sandbox's loop) and the two pipes to it: requests go down, replies come up."""
+    process: ForkedProcess
     requests: object
     replies: object
 
@@ -29,24 +71,48 @@ class Spawned:
         self.process.wait()
 
 
-def spawn_sandbox() -> Spawned:
+def fork_sandbox() -> Spawned:
     down_read, down_write = os.pipe()
     up_read, up_write = os.pipe()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kfuse.judge.sandbox", str(down_read), str(up_write)],
-        pass_fds=(down_read, up_write), stdin=subprocess.DEVNULL, close_fds=True)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            keep = {0, 1, 2, down_read, up_write}
+            for fd in _open_fds():
+                if fd not in keep:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            code = sandbox.main(down_read, up_write)
+        except BaseException:  # noqa: BLE001 - the child never returns into the parent's code
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
     os.close(down_read)
     os.close(up_write)
-    return Spawned(process, os.fdopen(down_write, "wb"), os.fdopen(up_read, "rb"))
+    return Spawned(ForkedProcess(pid), os.fdopen(down_write, "wb"), os.fdopen(up_read, "rb"))
+
+
+def _open_fds() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: every descriptor up to the limit
+        return list(range(3, os.sysconf("SC_OPEN_MAX")))
 
 
 def main(spec_path: str, events_path: str) -> int:
-    token = sys.stdin.readline().strip()  # read before any other process starts: none of them can see it
     timing = bool(json.loads(Path(spec_path).read_text()).get("time"))
-    early = [spawn_sandbox() for _ in range(2 if timing else 1)]
+    early = [fork_sandbox() for _ in range(2 if timing else 1)]
+    token = sys.stdin.readline().strip()  # read after the forks: no helper ever holds it
     try:
-        from kfuse.judge import worker
-
         return worker.main(spec_path, events_path, token, early)
     finally:
         for spawned in early:  # those the worker did not take (it stopped before needing them)
