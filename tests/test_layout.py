@@ -159,4 +159,4 @@ def test_subprocess_entry_points_exist():
                 source = source.parent / "__main__.py"
             assert source is not None and source.exists(), f"{path}: python -m {target}: no such module"
             assert re.search(r'__name__ == "__main__"', source.read_text()) or source.name == "__main__.py", target
-    assert {"kfuse.judge.launch", "kfuse.judge.sandbox", "kfuse.bench.runner", "kfuse"} <= found
+    assert {"kfuse.judge.launch", "kfuse.bench.runner", "kfuse"} <= found

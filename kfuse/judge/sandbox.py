@@ -1,9 +1,10 @@
 """The candidate's process: builds ModelNew and runs it when the trusted worker asks, nothing more.
 
-Run as `python -m kfuse.judge.sandbox READ_FD WRITE_FD`. Everything here shares a process with the candidate's code,
-so nothing here decides anything: it reports outputs (sent back whole and compared by the trusted worker) and a
-few observations meant to catch honest bugs (mutated inputs, run-to-run differences), plus the candidate's own
-timings, which only a candidate that tampers with torch's timers could falsify.
+Its `main` runs in a process forked by kfuse.judge.launch, answering the worker's requests on one pipe. Everything
+here shares a process with the candidate's code, so nothing here decides anything: it reports outputs (sent back
+whole and compared by the trusted worker) and a few observations meant to catch honest bugs (mutated inputs,
+run-to-run differences), plus the candidate's own timings, which only a candidate that tampers with torch's timers
+could falsify.
 
 The same program, set up with `own_reference`, is the reference's timing process: there the model under test is
 the problem's own Model, timed with its torch.compile'd copies, so that every contender is timed alike, in a
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import sys
 import time
 
 import torch
@@ -274,7 +274,3 @@ def main(read_fd: int, write_fd: int) -> int:
         # (an empty cache costs a cudaMalloc of every output on every call: +0.4 ms on the conv seed).
         if sandbox.device is not None and command not in TIMING_COMMANDS:
             release_cached_memory(sandbox.device)
-
-
-if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]), int(sys.argv[2])))
