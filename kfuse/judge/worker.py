@@ -1,7 +1,7 @@
 """The judge's trusted worker: runs the protocol of DESIGN.md §4 against a candidate kept in its own process.
 
-Started by kfuse.judge.launch (`python -m kfuse.judge.launch SPEC.json EVENTS.jsonl`, a one-line token on stdin),
-which starts the candidate's process and the reference's timing process beforehand. The problem's reference,
+Runs in kfuse.judge.launch's process (`python -m kfuse.judge.launch SPEC.json EVENTS.jsonl`, a one-line token on
+stdin), which forks the candidate's process and the reference's timing process beforehand. The problem's reference,
 its float64 ground truth, the inputs, every comparison and the verdict live here; the candidate's code runs only
 in a child process (kfuse.judge.sandbox) that builds ModelNew and returns its outputs as data. Each step appends one
 JSON line, carrying the token, to EVENTS, so the parent knows where the run was if it dies, and lines written by
@@ -76,8 +76,7 @@ class CandidateProcess:
     verdicts: the candidate's process, or the reference's timing process (see kfuse.judge.sandbox)."""
 
     def __init__(self, device: torch.device, events: Events, spawned, role: str = "the candidate's process"):
-        """`spawned`: the sandbox process kfuse.judge.launch started, importing torch meanwhile (its Spawned:
-        the process and the two pipes)."""
+        """`spawned`: the sandbox process kfuse.judge.launch forked (its Spawned: the process and the two pipes)."""
         self.device, self.events, self.role = device, events, role
         self.process, self.requests, self.replies = spawned.process, spawned.requests, spawned.replies
         self.peak_bytes = 0  # its GPU memory at its peak so far (the caching allocator's, from its replies)
@@ -143,7 +142,7 @@ class CandidateProcess:
 class Judgement:
     def __init__(self, spec: dict, events: Events, early: list):
         self.spec = spec
-        self.early = early  # sandbox processes already started, importing torch: the candidate's, then the timer's
+        self.early = early  # the sandbox processes launch forked: the candidate's, then the timer's
         self.events = events
         self.device = torch.device(spec["device"])
         self.report: dict = {"trials": []}
@@ -524,7 +523,7 @@ def environment(device: torch.device) -> dict:
 
 
 def main(spec_path: str, events_path: str, token: str, early: list) -> int:
-    """The judgement, its outcome written to EVENTS. `early`: the sandbox processes kfuse.judge.launch started
+    """The judgement, its outcome written to EVENTS. `early`: the sandbox processes kfuse.judge.launch forked
     (the candidate's, then the timer's where the spec times); the caller kills those not taken."""
     spec = json.loads(Path(spec_path).read_text())
     events = Events(events_path, token)
