@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -45,8 +46,6 @@ class ForkedProcess:
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.poll() is None:
             if deadline is not None and time.monotonic() > deadline:
-                import subprocess
-
                 raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
             time.sleep(0.005)
         return self.returncode

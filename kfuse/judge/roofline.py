@@ -44,17 +44,17 @@ def count_call(problem, init_inputs: list, seed: int, model: torch.nn.Module, in
         with torch.device("meta"):
             torch.manual_seed(seed)
             counted = problem.Model(*init_inputs)
-        meta = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in inputs]
+        args = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in inputs]
         with torch.no_grad():
-            out = counted(*meta)
-        flops = count_flops(counted, meta)
+            out = counted(*args)
+        flops = count_flops(counted, args)
     except Exception:  # noqa: BLE001 - any failure on meta: count on the real model instead
-        counted, meta = model, inputs
+        counted, args = model, inputs
         with torch.no_grad():
             out = model(*inputs)
         flops = count_flops(model, inputs)
     dtype = next((t.dtype for _, t in leaves(out) if isinstance(t, torch.Tensor)), torch.float32)
-    return {"bytes": count_bytes(counted, meta, out), "flops": flops, "dtype": str(dtype).removeprefix("torch.")}
+    return {"bytes": count_bytes(counted, args, out), "flops": flops, "dtype": str(dtype).removeprefix("torch.")}
 
 
 def device_key(device: torch.device) -> str:

@@ -63,10 +63,14 @@ def plain_outputs(out):
 class Sandbox:
     def __init__(self):
         self.device = None
-        self.who = "the candidate"  # in messages
         self.own_reference = False  # True: the reference's timing process (setup's own_reference)
         self.poison_sizes: set[int] = set()
         self.last_output = None
+
+    @property
+    def who(self) -> str:
+        """The model under test, in messages."""
+        return "the reference" if self.own_reference else "the candidate"
 
     # -- commands ------------------------------------------------------------------------------------------
     def setup(self, problem: str, candidate: str, code: str, device: str, precision: str = "fp32",
@@ -78,7 +82,7 @@ class Sandbox:
         except ProblemError as err:
             raise Refusal("usage", str(err))
         if own_reference:  # the reference's timing process: the model under test is Model itself
-            self.who, self.own_reference = "the reference", True
+            self.own_reference = True
             return {"build_s": 0.0}
         began = time.perf_counter()
         try:
