@@ -21,6 +21,7 @@ from pathlib import Path
 
 from kfuse.kernels import choices
 from kfuse.errors import UsageError
+from kfuse.judge import zygote
 from kfuse.judge.verdict import CheckOptions, check
 from kfuse.loader import check_problem_source
 from kfuse.compiler.optimize import optimize
@@ -114,17 +115,18 @@ def tune(problem: Path, output: Path, options: CheckOptions, precision: str = "f
     """Emit the variants beside `output` (folder <output stem>_variants), judge each, write the chosen one."""
     check_problem_source(problem)  # a missing or broken problem file is its own error, not "no variant"
     workdir = output.parent / f"{output.stem}_variants"
-    variants = emit_variants(problem, workdir, options.device, precision)
-    if not variants:
-        raise UsageError(f"kfuse has no kernel for anything in {problem.name} under any of its choices")
     device_name = "the CPU"
-    for variant in variants:
-        verdict = check(problem, variant.path, options)
-        variant.status, variant.reasons = verdict["status"], list(verdict.get("reasons", []))
-        stats = (verdict.get("timing") or {}).get("stats") or {}
-        variant.ms = stats.get("candidate", {}).get("median_ms")
-        device_name = (verdict.get("environment") or {}).get("name") or device_name
-        on_variant(variant)
+    with zygote.serving():  # each variant's judge forks its worker from one imported torch (starting meanwhile)
+        variants = emit_variants(problem, workdir, options.device, precision)
+        if not variants:
+            raise UsageError(f"kfuse has no kernel for anything in {problem.name} under any of its choices")
+        for variant in variants:
+            verdict = check(problem, variant.path, options)
+            variant.status, variant.reasons = verdict["status"], list(verdict.get("reasons", []))
+            stats = (verdict.get("timing") or {}).get("stats") or {}
+            variant.ms = stats.get("candidate", {}).get("median_ms")
+            device_name = (verdict.get("environment") or {}).get("name") or device_name
+            on_variant(variant)
     chosen = pick(variants, margin)
     if chosen is not None:
         output.parent.mkdir(parents=True, exist_ok=True)

@@ -2,28 +2,30 @@
 one judgement instead of one per problem. Each costs about 10 s of a 2-core machine whatever it holds (g++
 instantiating torch's and pybind11's headers, the judge's processes starting), most of a cold test run.
 
-Each part keeps its Model (renamed), get_inputs and get_init_inputs; the composed Model holds one of each part's
-models and returns their outputs as a tuple, in order. Only for problems made of imports, a docstring, Model and
-those two functions (`composable`): nothing else at module level is renamed.
+Each part keeps its Model, get_inputs, get_init_inputs and whatever else it defines at module level (classes,
+functions, constants), each renamed with the part's name; the composed Model holds one of each part's models and
+returns their outputs as a tuple, in order. Only for problems whose module level is imports, a docstring,
+definitions and assignments to plain names (`composable`).
 """
 
 import ast
 import importlib.util
 from pathlib import Path
 
-PROBLEM_NAMES = ("Model", "get_inputs", "get_init_inputs")
-
 
 def composable(path: Path) -> bool:
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            continue
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            continue
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name in PROBLEM_NAMES:
-            continue
-        return False
-    return True
+    return all(_defined(node) is not None or isinstance(node, (ast.Import, ast.ImportFrom))
+               or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+               for node in ast.parse(path.read_text()).body)
+
+
+def _defined(node: ast.stmt) -> list[str] | None:
+    """The names a module-level statement defines, or None where it is not a definition compose can rename."""
+    if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+        return [node.name]
+    if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+        return [t.id for t in node.targets]
+    return None
 
 
 class _Rename(ast.NodeTransformer):
@@ -32,6 +34,10 @@ class _Rename(ast.NodeTransformer):
 
     def visit_Name(self, node):
         node.id = self.names.get(node.id, node.id)
+        return node
+
+    def visit_arg(self, node):  # a parameter named as a module-level constant is renamed with its uses
+        node.arg = self.names.get(node.arg, node.arg)
         return node
 
     def visit_ClassDef(self, node):
@@ -56,8 +62,10 @@ def compose(paths: list[Path], out: Path) -> Path:
     for path in paths:
         assert composable(path), f"{path.name} has more than a problem's four parts at module level"
         part = path.stem
-        names = {"Model": f"Part_{part}", "get_inputs": f"{part}_inputs", "get_init_inputs": f"{part}_init_inputs"}
-        for node in ast.parse(path.read_text()).body:
+        body = ast.parse(path.read_text()).body
+        names = {name: f"{part}_{name}" for node in body for name in _defined(node) or []}
+        names.update(Model=f"Part_{part}", get_inputs=f"{part}_inputs", get_init_inputs=f"{part}_init_inputs")
+        for node in body:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 text = ast.unparse(node)
                 if text not in imports:

@@ -38,6 +38,23 @@ def _shared_build_folders() -> None:
 _shared_build_folders()
 
 
+def pytest_configure(config):
+    """Each test process's judgements fork their workers from one zygote (kfuse.judge.zygote) that imported torch
+    once, instead of importing it again in each of about a hundred workers. Not in xdist's controller, which
+    judges nothing."""
+    if getattr(config, "workerinput", None) is None and getattr(config.option, "numprocesses", None):
+        return
+    from kfuse.judge.zygote import serving
+
+    config._kfuse_zygote = serving()
+    config._kfuse_zygote.__enter__()
+
+
+def pytest_unconfigure(config):
+    if hasattr(config, "_kfuse_zygote"):
+        config._kfuse_zygote.__exit__(None, None, None)
+
+
 def shared_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.getbasetemp()
     return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root  # shared by the workers of this run

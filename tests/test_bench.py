@@ -545,11 +545,14 @@ def get_init_inputs():
 
 
 def processes_mentioning(text: str) -> list[int]:
+    """Processes with `text` in their command line or in the path of a file they hold open (a judge's worker forked
+    by a zygote has the zygote's command line, and its log open)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                held = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace") or any(text in p for p in held):
                     found.append(int(entry.name))
             except OSError:
                 pass

@@ -32,3 +32,28 @@ def test_a_killed_helper_reports_its_signal_as_popen_does(monkeypatch):
     spawned = launch.fork_sandbox()
     spawned.process.kill()
     assert spawned.process.wait(timeout=30) == -9
+
+
+def test_a_worker_forked_by_the_zygote_runs_in_the_caller_s_folder_and_reports_its_exit(tmp_path, monkeypatch):
+    """The session's zygote (tests/conftest.py) forks launch's main with the caller's working directory and log;
+    its exit code comes back over the connection. A spec without a device makes the worker fail at once."""
+    from kfuse.judge.zygote import ZYGOTE_ENV, start_worker
+
+    (tmp_path / "spec.json").write_text(json.dumps({"time": False}))
+    monkeypatch.chdir(tmp_path)
+    deadline = time.monotonic() + 60
+    with open(tmp_path / "log", "w") as log:
+        while (child := start_worker(os.environ[ZYGOTE_ENV], ["spec.json", "events"], dict(os.environ),
+                                     log.fileno(), None)) is None:
+            assert time.monotonic() < deadline, "the zygote never answered"
+            time.sleep(0.5)  # still importing torch
+        child.stdin.write(b"token\n")
+        child.stdin.close()
+        assert child.wait(timeout=60) == 1
+    assert "KeyError: 'device'" in (tmp_path / "log").read_text()
+
+
+def test_no_zygote_at_the_path_means_the_caller_starts_the_worker(tmp_path):
+    from kfuse.judge.zygote import start_worker
+
+    assert start_worker(str(tmp_path / "nothing"), ["a", "b"], {}, 2, None) is None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import contextlib
 import hashlib
 import json
 import logging
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 from kfuse import __version__
-from kfuse.judge import gpulock
+from kfuse.judge import gpulock, zygote
 from kfuse.errors import UsageError
 from kfuse.judge.verdict import kill_session
 from kfuse.loader import top_level_names
@@ -1096,6 +1097,13 @@ class BenchRun:
 
 def bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
     """Run the benchmark and write the report. UsageError for bad input; Ctrl-C keeps what finished."""
+    # The judgements' workers are forked from one process that imported torch once (kfuse.judge.zygote): each saves
+    # a worker's `import torch`. Ray's nodes start their workers themselves.
+    with contextlib.nullcontext() if options.ray else zygote.serving():
+        return _bench(paths, options, console)
+
+
+def _bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
     from rich.console import Console
 
     from kfuse.bench import report as bench_report

@@ -10,13 +10,21 @@ initialises its own), then the worker runs here (kfuse.judge.worker).
 What a forked helper gets of this process: its code and imported modules, nothing else. It is forked before the
 token is read (the token never exists in its memory), its stdin is /dev/null, and every file descriptor but its own
 two pipe ends, stdout and stderr is closed before it runs anything.
+
+`serve` is the zygote of a run of many judgements (kfuse.judge.zygote): this module imported once, each worker
+forked from it and set up as a process started for it would be, then `main` as above.
 """
 
 from __future__ import annotations
 
+import ctypes
+import io
 import json
 import os
+import resource
+import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,7 +33,7 @@ from pathlib import Path
 
 import torch  # noqa: F401 - imported once here, before the forks: the point of this module
 
-from kfuse.judge import sandbox, worker
+from kfuse.judge import sandbox, worker, zygote
 
 
 class ForkedProcess:
@@ -116,6 +124,104 @@ def main(spec_path: str, events_path: str) -> int:
     finally:
         for spawned in early:  # those the worker did not take (it stopped before needing them)
             spawned.kill()
+
+
+def serve(path: str) -> None:
+    """The zygote (kfuse.judge.zygote): fork a worker for each request at `path`, until the process that started
+    this one is gone. torch and the judge's modules are imported (this module's imports) before any fork."""
+    parent = os.getppid()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    waiting: dict[int, socket.socket] = {}  # child pid -> the connection its exit code goes to
+    while os.getppid() == parent:
+        if select.select([listener], [], [], 0.05)[0]:
+            connection = listener.accept()[0]
+            try:
+                request, fds = _receive(connection)
+            except (OSError, ValueError):
+                connection.close()
+                continue
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                listener.close()
+                for other in [connection, *waiting.values()]:
+                    other.close()
+                _become_worker(request, *fds)
+            for fd in fds:
+                os.close(fd)
+            try:
+                connection.sendall(f"{pid}\n".encode())
+            except OSError:
+                pass
+            waiting[pid] = connection
+        _reap(waiting)
+
+
+def _receive(connection: socket.socket) -> tuple[dict, list[int]]:
+    data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 2)
+    while not data.endswith(b"\n"):
+        more = connection.recv(1 << 16)
+        if not more:
+            raise ValueError("request cut short")
+        data += more
+    if len(fds) != 2:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError("a request carries two descriptors")
+    return json.loads(data), fds
+
+
+def _reap(waiting: dict[int, socket.socket]) -> None:
+    while waiting:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        connection = waiting.pop(pid, None)
+        if connection is not None:
+            try:
+                connection.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+            except OSError:
+                pass
+            connection.close()
+
+
+def _become_worker(request: dict, token_fd: int, log_fd: int) -> None:
+    """In the forked child: set up as `python -m kfuse.judge.launch` would be started, run `main`, never return."""
+    code = 1
+    try:
+        os.setsid()
+        os.dup2(token_fd, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(token_fd)
+        os.close(log_fd)
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        libc = ctypes.CDLL(None)
+        for name, option in zygote.MALLOPT.items():
+            if name in os.environ:
+                libc.mallopt(option, int(os.environ[name]))
+        if request["memory_cap"]:
+            resource.setrlimit(resource.RLIMIT_AS, (request["memory_cap"], request["memory_cap"]))
+        code = main(*request["argv"])
+    except BaseException:  # noqa: BLE001 - the child never returns into the zygote's loop
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 if __name__ == "__main__":
