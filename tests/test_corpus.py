@@ -18,8 +18,8 @@ def options(**overrides) -> CheckOptions:
 @pytest.mark.parametrize("name", CPU_ENTRIES)
 def test_corpus_candidate_gets_its_verdict(name, built_cpu_corpus):
     problem, status, keyword, _ = EXPECTED[name]
-    # A hang spins a core until the timeout: short, but with room to reach trial 1 on a loaded 2-core machine (20 s
-    # was not always enough there)
+    # A hang holds the judge until the timeout: short, but with room to reach trial 1 on a loaded 2-core machine
+    # (20 s was not always enough there)
     timeout = 30 if status == "timeout" else 120
     verdict = check(PROBLEMS / f"{problem}.py", built_cpu_corpus / f"{name}.py", options(timeout=timeout))
     reasons = " ".join(verdict["reasons"]).lower()

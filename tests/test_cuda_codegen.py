@@ -18,6 +18,7 @@ import torch.utils.cpp_extension as cpp_extension
 from kfuse.errors import UsageError
 from kfuse.compiler.optimize import optimize
 from kfuse.kernels.eager_precision import round_to_tf32
+from tests.composed import compose
 from tests.conftest import once, shared_root
 
 PROBLEMS = Path(__file__).parent / "optimize"
@@ -25,14 +26,17 @@ NVCC = shutil.which("nvcc")
 
 
 def sources(problem: str, device: str = "cuda", precision: str = "fp32"):
-    """The emitted file (optimized once per test process: several tests read the same one) and its strings."""
+    """The emitted file (optimized once per test process: several tests read the same one) and its strings.
+    `problem`: a file's name in tests/optimize, or several joined by "+", composed into one (tests/composed.py)."""
     return _emitted(problem, device, precision)
 
 
 @functools.lru_cache(maxsize=None)
 def _emitted(problem: str, device: str, precision: str):
     out = Path(tempfile.mkdtemp(prefix="kfuse-emitted-"))
-    result = optimize(PROBLEMS / f"{problem}.py", out / f"{problem}_{device}_{precision}.py", device, precision)
+    parts = [PROBLEMS / f"{name}.py" for name in problem.split("+")]
+    path = parts[0] if len(parts) == 1 else compose(parts, out / "composed.py")
+    result = optimize(path, out / f"{path.stem}_{device}_{precision}.py", device, precision)
     tree = ast.parse(result.path.read_text())
     strings = {t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
                for t in node.targets if isinstance(t, ast.Name) and isinstance(node.value, ast.Constant)}
@@ -332,7 +336,8 @@ def test_nvcc_compiles_the_small_filter_kernels(tmp_path, tmp_path_factory):
 
 
 @pytest.mark.skipif(NVCC is None or cuda_include() is None, reason="CUDA toolkit headers not installed")
-@pytest.mark.parametrize("problem", ["linear_scale_leaky", "pooling_mix", "conv_reductions:tf32", "gru_layers"] + [
+# The default families in two files (a -fsyntax-only pass over torch's headers costs 10-25 s whatever follows them)
+@pytest.mark.parametrize("problem", ["linear_scale_leaky+pooling_mix+gru_layers", "conv_reductions:tf32"] + [
     pytest.param(name, marks=pytest.mark.exhaustive) for name in (
         "conv3d_bias_tanh", "conv2d_strided_grouped", "gemm_sums", "losses_rowwise", "attention_odd_sizes",
         "conv_div_leaky:tf32", "indexing_with_tensors")])

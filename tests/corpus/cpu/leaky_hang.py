@@ -1,5 +1,6 @@
-"""Never returns: before computing anything, the extension spins on a volatile flag that
-nothing ever sets (holding the GIL all the while).
+"""Never returns: before computing anything, the extension waits on a volatile flag that
+nothing ever sets (holding the GIL all the while). It sleeps between looks, so the hang
+costs the judge's wall clock, not a core: a spin would behave the same to the judge.
 
 Expected verdict: timeout.
 """
@@ -15,6 +16,8 @@ cpp_source = r"""
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <torch/csrc/utils/pybind.h>
+#include <chrono>
+#include <thread>
 
 static volatile int release_flag = 0;  // nothing ever writes this
 
@@ -23,6 +26,7 @@ at::Tensor leaky_relu(at::Tensor x, double negative_slope) {
     TORCH_CHECK(x.scalar_type() == at::kFloat, "x must be float32");
     TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
     while (release_flag == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     auto out = at::empty_like(x);
     const float* src = x.data_ptr<float>();
