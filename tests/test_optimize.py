@@ -132,26 +132,29 @@ EXPECTED = {
 # Built and judged together, composed into one problem per group (tests/composed.py): a build and a judgement cost
 # about 10 s each on 2 cores whatever the file holds. Each group's kernels are checked to be its parts' own.
 JUDGED_TOGETHER = {
-    "conv_family": ["conv_div_leaky", "conv3d_bias_tanh", "conv2d_strided_grouped", "conv1d_depthwise_tanh",
-                    "conv_transpose2d_relu", "conv_reductions"],
-    "pointwise_family": ["bias_gelu_clamp", "activation_chain", "broadcast_two_inputs", "scalar_tensors_in_forward",
-                         "numbers_made_on_the_input_device", "gemm_forms"],
-    "reduction_family": ["sum_middle_dim_tanh", "mean_keepdim_center", "amax_two_dims", "argmax_middle_dim",
-                         "max_dim_values_indices", "arg_extremes_special", "column_reductions"],
-    "softmax_family": ["softmax_scale_bias", "softmax_dim1_4d", "log_softmax_transposed", "logsumexp_relu",
-                       "bmm_residual_softmax", "attention_odd_sizes"],
-    "norm_family": ["gelu_layer_norm", "group_norm_relu", "norms_channels_last", "instance_norm", "rms_norm",
-                    "batchnorm_eval_functional", "native_norms"],
-    "vector_norm_and_loss_family": ["frobenius_norm", "vector_norm_orders", "l2_normalize", "l1_norm_prod",
-                                    "var_std_argmin", "losses_rowwise", "losses_pointwise"],
-    "window_family": ["pooling_mix", "avg_pool_strips", "scans_mix"],
+    # convolutions (grouped, depthwise, transposed, reduced after), pooling windows and scans
+    "conv_and_window_family": ["conv_div_leaky", "conv3d_bias_tanh", "conv2d_strided_grouped",
+                               "conv1d_depthwise_tanh", "conv_transpose2d_relu", "conv_reductions", "pooling_mix",
+                               "avg_pool_strips", "scans_mix"],
+    # pointwise chains and broadcasts, numbers made in forward; GEMM epilogues and sums, an in-place add splitting
+    # two kernels, repeated blocks; each part's constants, helpers and classes at module level renamed with it
+    "pointwise_and_gemm_family": ["bias_gelu_clamp", "activation_chain", "broadcast_two_inputs",
+                                  "scalar_tensors_in_forward", "numbers_made_on_the_input_device", "gemm_forms",
+                                  "gemm_sums", "gemm_sums_kept", "kernelbench_style", "linear_scale_leaky",
+                                  "repeated_blocks"],
+    # reductions over every kind of dimension, arg-extremes, vector norms and losses
+    "reduction_and_loss_family": ["sum_middle_dim_tanh", "mean_keepdim_center", "amax_two_dims",
+                                  "argmax_middle_dim", "max_dim_values_indices", "arg_extremes_special",
+                                  "column_reductions", "frobenius_norm", "vector_norm_orders", "l2_normalize",
+                                  "l1_norm_prod", "var_std_argmin", "losses_rowwise", "losses_pointwise"],
+    # softmax, log-softmax, logsumexp and attention; layer, group, instance, RMS and batch norms
+    "softmax_and_norm_family": ["softmax_scale_bias", "softmax_dim1_4d", "log_softmax_transposed",
+                                "logsumexp_relu", "bmm_residual_softmax", "attention_odd_sizes", "gelu_layer_norm",
+                                "group_norm_relu", "norms_channels_last", "instance_norm", "rms_norm",
+                                "batchnorm_eval_functional", "native_norms"],
     # running statistics updated in step, outputs nested or aliasing an (expanded) input: the composed Model keeps
     # each part's state and output structure, and every trial still runs
     "state_and_outputs_family": ["batchnorm1d_train", "batchnorm_relu", "nested_outputs", "aliased_expanded_io"],
-    # GEMM epilogues and sums, an in-place add splitting two kernels, repeated blocks; each part's constants,
-    # helpers and classes at module level renamed with it
-    "gemm_and_blocks_family": ["gemm_sums", "gemm_sums_kept", "kernelbench_style", "linear_scale_leaky",
-                               "repeated_blocks"],
 }
 # Built and judged by tests of their own, below
 JUDGED_BY_OWN_TESTS = {"gru_layers", "views_around_a_product"}
