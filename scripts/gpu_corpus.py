@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kfuse.judge import CheckOptions, check  # noqa: E402
+from kfuse.judge.zygote import serving  # noqa: E402
 from tests.corpus.expected import CORPUS  # noqa: E402
 
 PROBLEMS = ROOT / "tests" / "corpus" / "problems"
@@ -47,6 +48,28 @@ def cases(big: bool) -> list[tuple[str, Path, Path, str, str]]:
     return rows
 
 
+def judge(name: str, problem: Path, candidate: Path, expected: str, keyword: str) -> dict:
+    timeout = 30 if expected == "timeout" else 600
+    options = CheckOptions(device="cuda", timeout=timeout, time=expected == "correct", min_seconds=0.5,
+                           compile_modes=["default"])
+    began = time.perf_counter()
+    verdict = check(problem, candidate, options)
+    reasons = " ".join(verdict["reasons"]).lower()
+    ok = verdict["status"] == expected and any(word in reasons for word in keyword.split("|"))
+    timing = verdict.get("timing") or {}
+    row = {
+        "name": name, "problem": problem.name, "candidate": str(candidate.relative_to(ROOT)),
+        "expected": expected, "status": verdict["status"], "as_expected": ok, "reasons": verdict["reasons"],
+        "kernelbench_pass": verdict["kernelbench_pass"], "seconds": round(time.perf_counter() - began, 1),
+        "timing": {k: timing.get(k) for k in ("stats", "speedups", "roofline", "flags", "compile_errors")}
+        if timing else None,
+        "verdict": verdict,
+    }
+    print(f"{name}: {verdict['status']} ({'as expected' if ok else 'UNEXPECTED'}) {verdict['reasons'][:1]}",
+          flush=True)
+    return row
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
@@ -67,25 +90,9 @@ def main() -> int:
             print(err, flush=True)
 
     results = []
-    for name, problem, candidate, expected, keyword in rows:
-        timeout = 30 if expected == "timeout" else 600
-        options = CheckOptions(device="cuda", timeout=timeout, time=expected == "correct", min_seconds=0.5,
-                               compile_modes=["default"])
-        began = time.perf_counter()
-        verdict = check(problem, candidate, options)
-        reasons = " ".join(verdict["reasons"]).lower()
-        ok = verdict["status"] == expected and any(word in reasons for word in keyword.split("|"))
-        timing = verdict.get("timing") or {}
-        results.append({
-            "name": name, "problem": problem.name, "candidate": str(candidate.relative_to(ROOT)),
-            "expected": expected, "status": verdict["status"], "as_expected": ok, "reasons": verdict["reasons"],
-            "kernelbench_pass": verdict["kernelbench_pass"], "seconds": round(time.perf_counter() - began, 1),
-            "timing": {k: timing.get(k) for k in ("stats", "speedups", "roofline", "flags", "compile_errors")}
-            if timing else None,
-            "verdict": verdict,
-        })
-        print(f"{name}: {verdict['status']} ({'as expected' if ok else 'UNEXPECTED'}) {verdict['reasons'][:1]}",
-              flush=True)
+    with serving():  # the judges' workers forked from one imported torch, as in kfuse bench
+        for name, problem, candidate, expected, keyword in rows:
+            results.append(judge(name, problem, candidate, expected, keyword))
 
     stamp = datetime.date.today().isoformat()
     slug = gpu.replace(" ", "-")

@@ -131,7 +131,10 @@ def serve(path: str) -> None:
     this one is gone. torch and the judge's modules are imported (this module's imports) before any fork."""
     parent = os.getppid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
+    try:
+        listener.bind(path)
+    except OSError:  # (a socket path over 107 bytes, under a long TMPDIR): no zygote, each worker starts itself
+        return
     listener.listen(64)
     waiting: dict[int, socket.socket] = {}  # child pid -> the connection its exit code goes to
     while os.getppid() == parent:
