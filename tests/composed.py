@@ -60,7 +60,7 @@ def compose(paths: list[Path], out: Path) -> Path:
     """Write the composed problem of `paths` (in order) to `out`."""
     imports, parts, fields, arguments, calls = [], [], [], [], []
     for path in paths:
-        assert composable(path), f"{path.name} has more than a problem's four parts at module level"
+        assert composable(path), f"{path.name} has a module-level statement compose cannot rename"
         part = path.stem
         body = ast.parse(path.read_text()).body
         names = {name: f"{part}_{name}" for node in body for name in _defined(node) or []}

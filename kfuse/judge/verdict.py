@@ -27,8 +27,8 @@ from kfuse import PRECISIONS, __version__
 from kfuse.errors import UsageError
 from kfuse.extract import ExtractionError
 from kfuse.loader import check_problem_source, parse_python, read_candidate, top_level_names
-from kfuse.judge.zygote import ZYGOTE_ENV, start_worker
 from kfuse.judge.static import check_source
+from kfuse.judge.zygote import ZYGOTE_ENV, start_worker
 
 # correct-parity: every kfuse check passed, KernelBench's allclose(1e-4) against eager did not (eager's own result
 # is that far from float64: TF32 convolutions). Reported apart, never counted as correct.

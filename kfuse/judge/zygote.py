@@ -4,10 +4,10 @@ A judgement's worker is started as `python -m kfuse.judge.launch` (kfuse.judge.v
 torch` costs it 2-5 s of CPU before any judging. A run of many judgements on a small machine pays that each time:
 the test suite judges about a hundred candidates on two cores. With KFUSE_JUDGE_ZYGOTE naming the socket a zygote
 serves (`serving`, around a bench or a tune; the zygote's loop is kfuse.judge.launch.serve), run_worker asks it
-instead (`start_worker`), and it forks a child that becomes the
-worker as launch's process would: a session of its own, the caller's environment and working directory, its log
-file as stdout and stderr, the token pipe as stdin, the CPU judge's memory cap and heap settings. The child then
-runs kfuse.judge.launch.main, which forks the helpers and runs the worker, as before.
+instead (`start_worker`), and it forks a child that becomes the worker as launch's process would: a session of its
+own, the caller's environment and working directory, its log file as stdout and stderr, the token pipe as stdin,
+the CPU judge's memory cap and heap settings. The child then runs kfuse.judge.launch.main, which forks the helpers
+and runs the worker, as before.
 
 The zygote runs no torch op and starts no thread, so every fork comes from a process as clean as launch's own
 before its forks. It never sees a token: that goes down the pipe the caller writes after the fork. A zygote
