@@ -3,9 +3,6 @@ pointer 4 TiB past the output's data, far outside any mapping, which kills the p
 with SIGSEGV.
 
 Expected verdict: crashed (SIGSEGV).
-
-The extension holds all seven broken variants of the corpus (one build for them); this file
-calls leaky_relu_segfault.
 """
 import torch
 import torch.nn as nn
@@ -19,70 +16,8 @@ cpp_source = r"""
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <torch/csrc/utils/pybind.h>
-#include <chrono>
-#include <thread>
-#include <cstdint>
-#include <cstring>
 
-// Each candidate of the corpus's broken LeakyReLU variants calls its own function; one build serves them all.
-
-at::Tensor leaky_relu_first_row(at::Tensor x, double negative_slope) {
-    TORCH_CHECK(x.device().is_cpu(), "x must be a CPU tensor");
-    TORCH_CHECK(x.scalar_type() == at::kFloat, "x must be float32");
-    TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
-    TORCH_CHECK(x.dim() >= 1, "x must have at least one dimension");
-    auto out = at::empty_like(x);
-    const float* src = x.data_ptr<float>();
-    float* dst = out.data_ptr<float>();
-    const float slope = static_cast<float>(negative_slope);
-    const int64_t row = std::min<int64_t>(x.size(-1), x.numel());  // row 0 only
-    for (int64_t i = 0; i < row; ++i) {
-        const float v = src[i];
-        dst[i] = v > 0.0f ? v : v * slope;
-    }
-    return out;
-}
-
-at::Tensor leaky_relu_fp16(at::Tensor x, double negative_slope) {
-    TORCH_CHECK(x.device().is_cpu(), "x must be a CPU tensor");
-    TORCH_CHECK(x.scalar_type() == at::kFloat, "x must be float32");
-    TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
-    auto out = at::empty_like(x);
-    const float* src = x.data_ptr<float>();
-    float* dst = out.data_ptr<float>();
-    const c10::Half slope = static_cast<c10::Half>(static_cast<float>(negative_slope));
-    const c10::Half zero = static_cast<c10::Half>(0.0f);
-    const int64_t n = x.numel();
-    for (int64_t i = 0; i < n; ++i) {
-        const c10::Half h = static_cast<c10::Half>(src[i]);
-        const c10::Half r = h > zero ? h : static_cast<c10::Half>(h * slope);
-        dst[i] = static_cast<float>(r);
-    }
-    return out;
-}
-
-static volatile int release_flag = 0;  // nothing ever writes this
-
-at::Tensor leaky_relu_hang(at::Tensor x, double negative_slope) {
-    TORCH_CHECK(x.device().is_cpu(), "x must be a CPU tensor");
-    TORCH_CHECK(x.scalar_type() == at::kFloat, "x must be float32");
-    TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
-    while (release_flag == 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    auto out = at::empty_like(x);
-    const float* src = x.data_ptr<float>();
-    float* dst = out.data_ptr<float>();
-    const float slope = static_cast<float>(negative_slope);
-    const int64_t n = x.numel();
-    for (int64_t i = 0; i < n; ++i) {
-        const float v = src[i];
-        dst[i] = v > 0.0f ? v : v * slope;
-    }
-    return out;
-}
-
-at::Tensor leaky_relu_segfault(at::Tensor x, double negative_slope) {
+at::Tensor leaky_relu(at::Tensor x, double negative_slope) {
     TORCH_CHECK(x.device().is_cpu(), "x must be a CPU tensor");
     TORCH_CHECK(x.scalar_type() == at::kFloat, "x must be float32");
     TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
@@ -100,62 +35,13 @@ at::Tensor leaky_relu_segfault(at::Tensor x, double negative_slope) {
     return out;
 }
 
-at::Tensor leaky_relu_truncated_mantissa(at::Tensor x, double negative_slope) {
-    TORCH_CHECK(x.device().is_cpu(), "x must be a CPU tensor");
-    TORCH_CHECK(x.scalar_type() == at::kFloat, "x must be float32");
-    TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
-    auto out = at::empty_like(x);
-    const float* src = x.data_ptr<float>();
-    float* dst = out.data_ptr<float>();
-    const float slope = static_cast<float>(negative_slope);
-    const int64_t n = x.numel();
-    for (int64_t i = 0; i < n; ++i) {
-        const float v = src[i];
-        float r = v > 0.0f ? v : v * slope;
-        uint32_t bits;
-        std::memcpy(&bits, &r, sizeof bits);
-        bits &= 0xFFFFFE00u;
-        std::memcpy(&r, &bits, sizeof r);
-        dst[i] = r;
-    }
-    return out;
-}
-
-at::Tensor leaky_relu_unwritten(at::Tensor x, double negative_slope) {
-    TORCH_CHECK(x.device().is_cpu(), "x must be a CPU tensor");
-    TORCH_CHECK(x.scalar_type() == at::kFloat, "x must be float32");
-    TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
-    (void)negative_slope;
-    return at::empty_like(x);
-}
-
-at::Tensor leaky_relu_writes_input(at::Tensor x, double negative_slope) {
-    TORCH_CHECK(x.device().is_cpu(), "x must be a CPU tensor");
-    TORCH_CHECK(x.scalar_type() == at::kFloat, "x must be float32");
-    TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
-    float* p = x.data_ptr<float>();
-    const float slope = static_cast<float>(negative_slope);
-    const int64_t n = x.numel();
-    for (int64_t i = 0; i < n; ++i) {
-        const float v = p[i];
-        p[i] = v > 0.0f ? v : v * slope;
-    }
-    return x;
-}
-
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-    m.def("leaky_relu_first_row", &leaky_relu_first_row);
-    m.def("leaky_relu_fp16", &leaky_relu_fp16);
-    m.def("leaky_relu_hang", &leaky_relu_hang);
-    m.def("leaky_relu_segfault", &leaky_relu_segfault);
-    m.def("leaky_relu_truncated_mantissa", &leaky_relu_truncated_mantissa);
-    m.def("leaky_relu_unwritten", &leaky_relu_unwritten);
-    m.def("leaky_relu_writes_input", &leaky_relu_writes_input);
+    m.def("leaky_relu", &leaky_relu);
 }
 """
 
 module = load_inline(
-    name="corpus_cpu_leaky_variants",
+    name="corpus_cpu_leaky_segfault",
     cpp_sources=cpp_source,
     **LIGHT_HEADERS,
     verbose=False,
@@ -169,7 +55,7 @@ class ModelNew(nn.Module):
         self.negative_slope = negative_slope
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return module.leaky_relu_segfault(x.contiguous(), self.negative_slope)
+        return module.leaky_relu(x.contiguous(), self.negative_slope)
 
 
 batch_size = 263
