@@ -9,7 +9,6 @@ import fcntl
 import os
 import pickle
 import subprocess
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -73,11 +72,17 @@ def once(root: Path, name: str, compute):
 
 
 def build_extension(path: Path) -> tuple[Path, int, str]:
-    """Import the candidate file in a fresh process: its module-level load_inline builds into the shared cache."""
+    """Import the candidate file in a process of its own (forked by this test process's zygote): its module-level
+    load_inline builds into the shared cache."""
+    from kfuse.judge import zygote
+
     code = "import runpy, sys; runpy.run_path(sys.argv[1])"
-    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
-                          env=dict(os.environ, MAX_JOBS="1"), timeout=900)
-    return path, done.returncode, done.stderr[-2000:]
+    with tempfile.TemporaryFile("w+") as errors:
+        process = zygote.popen(["-c", code, str(path)], env=dict(os.environ, MAX_JOBS="1"),
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors)
+        returncode = process.wait(timeout=900)
+        errors.seek(0)
+        return path, returncode, errors.read()[-2000:]
 
 
 @pytest.fixture(scope="session")

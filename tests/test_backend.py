@@ -34,8 +34,9 @@ def test_the_backend_is_registered_by_installing_kfuse():
     assert "kfuse" in list_backends(exclude_tags=())
 
 
-# Parameters as the graph's inputs (PyTorch 2.5 and later) or as its attributes (2.4, and this option off)
-@pytest.mark.parametrize("inline_modules", [True, False])
+# Parameters as the graph's inputs (PyTorch 2.5 and later) or, on demand, as its attributes (2.4, and this option
+# off: a build of its own)
+@pytest.mark.parametrize("inline_modules", [True, pytest.param(False, marks=pytest.mark.exhaustive)])
 def test_a_model_compiled_with_kfuse_runs_kfuse_s_kernels_and_matches_eager(caplog, inline_modules):
     torch._dynamo.reset()
     model = make_model()

@@ -593,6 +593,7 @@ def test_ctrl_c_keeps_finished_results(tmp_path, honest_built, engine):
     assert processes_mentioning(f"{scratch}/kfuse-") == []  # the job and the judge's worker are gone
 
 
+@pytest.mark.exhaustive  # a Ray cluster's start costs about 40 s of a 2-core machine: on demand, and in CI
 def test_ray_local_cluster(tmp_path):
     pytest.importorskip("ray")
     out = tmp_path / "out"

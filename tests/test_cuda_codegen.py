@@ -155,8 +155,8 @@ def test_a_returned_convolution_without_bias_or_layout_change_is_kfuse_s_kernel(
         "vector_norm_orders", "conv_div_leaky:tf32", "losses_rowwise")])
 def test_nvcc_compiles_the_kernels(problem, tmp_path_factory):
     name, _, precision = problem.partition(":")
-    _, text = sources(name, precision=precision or "fp32")
-    returncode, report = ptxas_report(text["CUDA_SOURCE"], tmp_path_factory)
+    result, text = sources(name, precision=precision or "fp32")
+    returncode, report = ptxas_report(text["CUDA_SOURCE"], tmp_path_factory, gpu_build_flags(result))
     assert returncode == 0, report[-3000:]
     # A stack frame without register spills is a parameter struct (or array) indexed with a run-time value, copied
     # to local memory in every thread: it made the channels-last epilogue 6x slower than its bytes on an H100.
@@ -180,26 +180,37 @@ def test_light_column_kernels_fit_their_launch_bounds_without_spilling(tmp_path_
         assert registers <= (64 if re.search(r"fused_(sum|mean|amin)_colsIiE", name) else 32), (name, registers)
 
 
-def ptxas_report(cuda_source: str, tmp_path_factory) -> tuple[int, str]:
-    """nvcc -Xptxas -v on a CUDA source for sm_90: (exit code, its output), compiled once per run whichever tests
-    (and test processes) ask for the same source (20-40 s of nvcc each on a 2-core machine)."""
+# How an emitted file with a Hopper kernel is built where every GPU is an sm_90 one (its ARCH_FLAGS): sm_90a code
+# alone, without the mma.sync fallback for other GPUs (test_nvcc_compiles_the_gemm_fallback_for_other_gpus's)
+HOPPER_BUILD = ["-gencode=arch=compute_90a,code=sm_90a", "-DKF_SM90A", "-DKF_ONLY_SM90A"]
+
+
+def gpu_build_flags(result) -> list[str]:
+    """nvcc's architecture flags for an emitted file as the H100 and H200 machines build it."""
+    return HOPPER_BUILD if '"-DKF_ONLY_SM90A"' in result.path.read_text() else ["-arch=sm_90"]
+
+
+def ptxas_report(cuda_source: str, tmp_path_factory, arch: list[str] = ("-arch=sm_90",)) -> tuple[int, str]:
+    """nvcc -Xptxas -v on a CUDA source (for sm_90 unless `arch` says otherwise): (exit code, its output), compiled
+    once per run whichever tests (and test processes) ask for the same source and flags (20-40 s of nvcc each on a
+    2-core machine)."""
     def compile_(folder: Path) -> tuple[int, str]:
         folder.mkdir(parents=True, exist_ok=True)
         cu = folder / "kernels.cu"
         cu.write_text(cuda_source)
         # --cubin: device code only (ptxas's report is about it); nvcc's front end still parses the whole file, and
         # the host side's own build is test_host_side_compiles's. A third less time than -c.
-        done = subprocess.run([NVCC, "--cubin", "-O3", "-arch=sm_90", "-Xptxas", "-v", str(cu), "-o",
-                               str(folder / "k.cubin")], capture_output=True, text=True, timeout=600)
+        done = subprocess.run([NVCC, "--cubin", "-O3", *arch, "-Xptxas", "-v", str(cu), "-o", str(folder / "k.cubin")],
+                              capture_output=True, text=True, timeout=600)
         return done.returncode, done.stdout + done.stderr
 
-    key = hashlib.sha256(cuda_source.encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([cuda_source, *arch]).encode()).hexdigest()[:16]
     return once(shared_root(tmp_path_factory), f"ptxas_{key}", compile_)
 
 
-def ptxas_entries(cuda_source: str, tmp_path_factory) -> dict[str, str]:
+def ptxas_entries(cuda_source: str, tmp_path_factory, arch: list[str] = ("-arch=sm_90",)) -> dict[str, str]:
     """Each kernel's mangled name -> its part of ptxas's report (ptxas_report)."""
-    returncode, report = ptxas_report(cuda_source, tmp_path_factory)
+    returncode, report = ptxas_report(cuda_source, tmp_path_factory, arch)
     assert returncode == 0, report[-3000:]
     return {entry.split("'")[1]: entry for entry in report.split("Compiling entry function")[1:]}
 
@@ -439,23 +450,31 @@ def test_light_column_reductions_keep_eight_blocks_per_sm():
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
-def test_nvcc_compiles_the_wgmma_gemm_for_sm_90a(tmp_path):
-    """The seed's file as built on an sm_90 GPU: sm_90a code with the Hopper kernel (KF_SM90A) and its fallback."""
-    _, text = sources("linear_scale_leaky")
-    result = optimize(PROBLEMS / "linear_scale_leaky.py", tmp_path / "seed.py", "cuda")
+def test_nvcc_compiles_the_wgmma_gemm_for_sm_90a(tmp_path_factory):
+    """The seed's file as built on an sm_90 GPU: sm_90a code with the Hopper kernel (KF_SM90A), no fallback."""
+    result, text = sources("linear_scale_leaky")
     assert 'extra_cuda_cflags=["-O3"] + ARCH_FLAGS' in result.path.read_text()
+    assert gpu_build_flags(result) == HOPPER_BUILD
     assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32" in text["CUDA_SOURCE"]
-    cu = tmp_path / "kernels.cu"
-    cu.write_text(text["CUDA_SOURCE"])
-    done = subprocess.run([NVCC, "-c", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-DKF_SM90A", "-DKF_ONLY_SM90A", str(cu),
-                           "-o", str(tmp_path / "kernels.o"), "-Xptxas", "-v"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    log = done.stdout + done.stderr
+    returncode, log = ptxas_report(text["CUDA_SOURCE"], tmp_path_factory, HOPPER_BUILD)
+    assert returncode == 0, log[-3000:]
     entries = {e.split("'")[1]: e for e in log.split("Compiling entry function")[1:]}
     (kernel,) = [entry for name, entry in entries.items() if "gemm_3xtf32_presplit" in name]  # compiled, not out
+    assert not any("gemm_3xtf32IL" in name for name in entries)  # the mma.sync fallback left out
     # its MMAs stay asynchronous (ptxas says when it must serialize them) and nothing spills
     assert "serializ" not in log.lower(), log[-3000:]
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in kernel
+
+
+@pytest.mark.exhaustive  # two mma.sync instantiations: 35 s of ptxas on a 2-core machine, for GPUs we do not have
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_nvcc_compiles_the_gemm_fallback_for_other_gpus(tmp_path_factory):
+    """The same file for any other GPU: the mma.sync kernels (fast and 4-byte copies), no Hopper code."""
+    _, text = sources("linear_scale_leaky")
+    returncode, report = ptxas_report(text["CUDA_SOURCE"], tmp_path_factory)
+    assert returncode == 0, report[-3000:]
+    assert sum("gemm_3xtf32IL" in name for name in ptxas_entries(text["CUDA_SOURCE"], tmp_path_factory)) == 2
+    assert "presplit" not in report
 
 
 def test_fp32_convolutions_run_channels_last_only_where_the_gpu_shows_eager_s_output(tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 
 import json
 import os
+import subprocess
 import time
 
 from kfuse.judge import launch
@@ -34,26 +35,40 @@ def test_a_killed_helper_reports_its_signal_as_popen_does(monkeypatch):
     assert spawned.process.wait(timeout=30) == -9
 
 
-def test_a_worker_forked_by_the_zygote_runs_in_the_caller_s_folder_and_reports_its_exit(tmp_path, monkeypatch):
-    """The session's zygote (tests/conftest.py) forks launch's main with the caller's working directory and log;
-    its exit code comes back over the connection. A spec without a device makes the worker fail at once."""
-    from kfuse.judge.zygote import ZYGOTE_ENV, start_worker
+def test_a_process_forked_by_the_zygote_runs_where_and_as_the_caller_says(tmp_path, monkeypatch):
+    """The session's zygote (tests/conftest.py) forks `python -m`/`-c` children with the caller's working directory,
+    environment, streams and niceness, in sessions of their own; their exit codes come back over the connection."""
+    from kfuse.judge import zygote
 
-    (tmp_path / "spec.json").write_text(json.dumps({"time": False}))
     monkeypatch.chdir(tmp_path)
-    deadline = time.monotonic() + 60
-    with open(tmp_path / "log", "w") as log:
-        while (child := start_worker(os.environ[ZYGOTE_ENV], ["spec.json", "events"], dict(os.environ),
-                                     log.fileno(), None)) is None:
-            assert time.monotonic() < deadline, "the zygote never answered"
-            time.sleep(0.5)  # still importing torch
+    code = ("import os, sys; print(os.getcwd(), os.environ['PROBE'], os.getsid(0) == os.getpid(), os.nice(0), "
+            "sys.argv[1:], sys.stdin.readline().strip()); sys.exit(3)")
+    with open(tmp_path / "out", "w") as out:
+        child = zygote.popen(["-c", code, "a", "b"], env={**os.environ, "PROBE": "yes"}, stdin=subprocess.PIPE,
+                             stdout=out, stderr=subprocess.STDOUT, nice=5)
+        assert isinstance(child, zygote.ZygoteChild)  # not a process of its own
         child.stdin.write(b"token\n")
         child.stdin.close()
-        assert child.wait(timeout=60) == 1
+        assert child.wait(timeout=120) == 3
+    assert (tmp_path / "out").read_text().split() == [str(tmp_path), "yes", "True", str(os.nice(0) + 5), "['a',",
+                                                        "'b']", "token"]
+    # the judge's worker as a module: a spec without a device makes it fail at once, its traceback in the log
+    (tmp_path / "spec.json").write_text(json.dumps({"time": False}))
+    with open(tmp_path / "log", "w") as log:
+        child = zygote.popen(["-m", "kfuse.judge.launch", "spec.json", "events"], env=dict(os.environ),
+                             stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
+        child.stdin.write(b"token\n")
+        child.stdin.close()
+        assert child.wait(timeout=120) == 1
     assert "KeyError: 'device'" in (tmp_path / "log").read_text()
+    killed = zygote.popen(["-c", "import time; time.sleep(60)"], env=dict(os.environ), stdout=subprocess.DEVNULL)
+    killed.kill()
+    assert killed.wait(timeout=60) == -9
 
 
-def test_no_zygote_at_the_path_means_the_caller_starts_the_worker(tmp_path):
-    from kfuse.judge.zygote import start_worker
+def test_without_a_zygote_the_caller_starts_the_process(tmp_path, monkeypatch):
+    from kfuse.judge import zygote
 
-    assert start_worker(str(tmp_path / "nothing"), ["a", "b"], {}, 2, None) is None
+    monkeypatch.setenv(zygote.ZYGOTE_ENV, str(tmp_path / "nothing" / "socket"))  # no socket, no zygote's pid
+    child = zygote.popen(["-c", "import sys; sys.exit(4)"], env=dict(os.environ), stdout=subprocess.DEVNULL)
+    assert isinstance(child, subprocess.Popen) and child.wait(timeout=120) == 4

@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -43,7 +42,7 @@ CANDIDATE_SUFFIXES = (".py", "_new.py", ".txt", ".md")
 IGNORED_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "node_modules", ".pytest_cache"}
 # The pipeline's optimize and build processes run niced: they fill the cores the judges leave idle, and a judge's
 # own CPU work (its trials, torch.compile) is not slowed by a dozen compilers beside it.
-NICE = ["nice", "-n", "10"] if shutil.which("nice") else []
+NICE = 10  # optimize and build processes yield the CPU to judges' timing
 JOB_MARGIN_S = 120.0  # beyond the judge's own timeout and optimize's, for imports and the process itself
 
 
@@ -394,9 +393,8 @@ class Optimizer:
             return {"path": path, "optimized": reused, "reused": True}
         except (OSError, json.JSONDecodeError, KeyError):
             pass  # not emitted before (or unreadable: optimize says why)
-        command = [*NICE, sys.executable, "-m", "kfuse", "optimize", str(problem.path), "-o", str(path),
-                   "--device", options.device, "--no-check", "--json", str(report)] + \
-            ["--eager-rounding"] * self.eager_rounding
+        command = ["-m", "kfuse", "optimize", str(problem.path), "-o", str(path), "--device", options.device,
+                   "--no-check", "--json", str(report)] + ["--eager-rounding"] * self.eager_rounding
         began = time.perf_counter()
         for attempt in range(1, OPTIMIZE_ATTEMPTS + 1):
             result = self._optimize_once(command, path, report)
@@ -417,20 +415,24 @@ class Optimizer:
         return result
 
     def _optimize_once(self, command: list[str], path: Path, report: Path) -> dict:
+        """`python COMMAND` (kfuse optimize), forked by the run's zygote where one serves."""
         if STOPPING.is_set():
             raise KeyboardInterrupt
-        done = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                stdin=subprocess.DEVNULL, env=job_environment(None), start_new_session=True)
-        with RUNNING_LOCK:
-            PREPARING.add(done)
-        try:
-            stderr = done.communicate(timeout=self.options.timeout)[1]
-        except subprocess.TimeoutExpired:
-            return unsupported(f"the problem could not be optimized in {self.options.timeout:g} s")
-        finally:
+        with tempfile.TemporaryFile("w+") as errors:
+            done = zygote.popen(command, env=job_environment(None), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=errors, nice=NICE)
             with RUNNING_LOCK:
-                PREPARING.discard(done)
-            kill_session(done)
+                PREPARING.add(done)
+            try:
+                done.wait(timeout=self.options.timeout)
+            except subprocess.TimeoutExpired:
+                return unsupported(f"the problem could not be optimized in {self.options.timeout:g} s")
+            finally:
+                with RUNNING_LOCK:
+                    PREPARING.discard(done)
+                kill_session(done)
+            errors.seek(0)
+            stderr = errors.read()
         if done.returncode == 0 and report.exists():
             optimized = json.loads(report.read_text())
             report.unlink()
@@ -508,9 +510,8 @@ def build_candidate(path: Path, env: dict, timeout: float) -> dict:
     if STOPPING.is_set():
         raise KeyboardInterrupt
     importer = "import runpy, sys; runpy.run_path(sys.argv[1])"
-    process = subprocess.Popen([*NICE, sys.executable, "-c", importer, str(path)],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env=env, start_new_session=True)
+    process = zygote.popen(["-c", importer, str(path)], env=env, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, nice=NICE)
     with RUNNING_LOCK:
         PREPARING.add(process)
     try:

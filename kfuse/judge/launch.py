@@ -11,13 +11,14 @@ What a forked helper gets of this process: its code and imported modules, nothin
 token is read (the token never exists in its memory), its stdin is /dev/null, and every file descriptor but its own
 two pipe ends, stdout and stderr is closed before it runs anything.
 
-`serve` is the zygote of a run of many judgements (kfuse.judge.zygote): this module imported once, each worker
-forked from it and set up as a process started for it would be, then `main` as above.
+`serve` is the zygote of a run (kfuse.judge.zygote, its client): this module, torch's exporter and compiler front
+end imported once, then each process the run asks for forked from it and set up as a process started for it would
+be: a judgement's worker (`main` above, run as this module), an optimize, a build.
 """
 
 from __future__ import annotations
 
-import ctypes
+import contextlib
 import io
 import json
 import os
@@ -127,13 +128,20 @@ def main(spec_path: str, events_path: str) -> int:
 
 
 def serve(path: str) -> None:
-    """The zygote (kfuse.judge.zygote): fork a worker for each request at `path`, until the process that started
-    this one is gone. torch and the judge's modules are imported (this module's imports) before any fork."""
+    """The zygote: fork a child for each request at `path`, until the process that started this one is gone.
+    torch, its exporter and compiler front end and the judge's worker are imported before any fork (the processes
+    asked for spend most of their start there), CUDA left untouched (each child initialises its own, with its own
+    CUDA_VISIBLE_DEVICES); the socket is bound after them, so that callers wait rather than start their own."""
+    import torch._dynamo  # noqa: F401 - 2-3 s more: optimize's capture (torch.export) and torch.compile's timing
+    import torch.export  # noqa: F401
+
+    if torch.cuda.is_initialized():  # a forked child could not use CUDA: callers start their own processes
+        return
     parent = os.getppid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener.bind(path)
-    except OSError:  # (a socket path over 107 bytes, under a long TMPDIR): no zygote, each worker starts itself
+    except OSError:  # (a socket path over 107 bytes, under a long TMPDIR): no zygote, callers start their own
         return
     listener.listen(64)
     waiting: dict[int, socket.socket] = {}  # child pid -> the connection its exit code goes to
@@ -152,7 +160,7 @@ def serve(path: str) -> None:
                 listener.close()
                 for other in [connection, *waiting.values()]:
                     other.close()
-                _become_worker(request, *fds)
+                _become(request, fds)
             for fd in fds:
                 os.close(fd)
             try:
@@ -164,16 +172,16 @@ def serve(path: str) -> None:
 
 
 def _receive(connection: socket.socket) -> tuple[dict, list[int]]:
-    data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 2)
+    data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
     while not data.endswith(b"\n"):
         more = connection.recv(1 << 16)
         if not more:
             raise ValueError("request cut short")
         data += more
-    if len(fds) != 2:
+    if len(fds) != 3:
         for fd in fds:
             os.close(fd)
-        raise ValueError("a request carries two descriptors")
+        raise ValueError("a request carries three descriptors")
     return json.loads(data), fds
 
 
@@ -194,37 +202,76 @@ def _reap(waiting: dict[int, socket.socket]) -> None:
             connection.close()
 
 
-def _become_worker(request: dict, token_fd: int, log_fd: int) -> None:
-    """In the forked child: set up as `python -m kfuse.judge.launch` would be started, run `main`, never return."""
+def _become(request: dict, fds: list[int]) -> None:
+    """In the forked child: set up as `python ARGS` started by `popen` would be, run it, never return."""
     code = 1
     try:
         os.setsid()
-        os.dup2(token_fd, 0)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
-        os.close(token_fd)
-        os.close(log_fd)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        for fd in set(fds) - {0, 1, 2}:
+            os.close(fd)
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        import ctypes
+
         libc = ctypes.CDLL(None)
         for name, option in zygote.MALLOPT.items():
             if name in os.environ:
                 libc.mallopt(option, int(os.environ[name]))
+        if request["nice"]:
+            os.nice(request["nice"])
         if request["memory_cap"]:
             resource.setrlimit(resource.RLIMIT_AS, (request["memory_cap"], request["memory_cap"]))
-        code = main(*request["argv"])
+        code = _run_python(request["args"])
     except BaseException:  # noqa: BLE001 - the child never returns into the zygote's loop
         import traceback
 
         traceback.print_exc()
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
         os._exit(code)
+
+
+def _run_python(args: list[str]) -> int:
+    """What the interpreter does with `-m MODULE ARGS...` or `-c CODE ARGS...`; the exit code."""
+    import atexit
+    import runpy
+    import types
+
+    kind, target, rest = args[0], args[1], args[2:]
+    try:
+        if kind == "-m":
+            sys.argv = [target, *rest]  # (run_module puts the module's file first, as `python -m` does)
+            sys.modules.pop(target, None)  # imported here already (the judge's launch): run afresh, as __main__
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        elif kind == "-c":
+            sys.argv = ["-c", *rest]
+            main = types.ModuleType("__main__")
+            sys.modules["__main__"] = main
+            exec(compile(target, "<string>", "exec"), main.__dict__)
+        else:
+            raise ValueError(f"the zygote runs `-m MODULE` or `-c CODE`, not {kind!r}")
+        code = 0
+    except SystemExit as stop:
+        if stop.code is None or isinstance(stop.code, int):
+            code = stop.code or 0
+        else:
+            print(stop.code, file=sys.stderr)
+            code = 1
+    except BaseException:  # noqa: BLE001 - as the interpreter: the traceback, exit code 1
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    atexit._run_exitfuncs()  # as the interpreter's exit would (temporary folders, flushed logs)
+    return code
 
 
 if __name__ == "__main__":

@@ -12,11 +12,9 @@ import ast
 import json
 import os
 import random
-import resource
 import secrets
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -27,8 +25,8 @@ from kfuse import PRECISIONS, __version__
 from kfuse.errors import UsageError
 from kfuse.extract import ExtractionError
 from kfuse.loader import check_problem_source, parse_python, read_candidate, top_level_names
+from kfuse.judge.zygote import popen
 from kfuse.judge.static import check_source
-from kfuse.judge.zygote import ZYGOTE_ENV, start_worker
 
 # correct-parity: every kfuse check passed, KernelBench's allclose(1e-4) against eager did not (eager's own result
 # is that far from float64: TF32 convolutions). Reported apart, never counted as correct.
@@ -217,15 +215,9 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
             env.update(MALLOC_MMAP_THRESHOLD_=str(32 << 20), MALLOC_TRIM_THRESHOLD_=str(1 << 40))
             limit = memory_cap_bytes(options)
         with open(log_path, "w") as log:
-            argv = [str(spec_path), str(events_path)]
-            process = None
-            if os.environ.get(ZYGOTE_ENV):  # forked by the run's zygote, which imported torch once
-                process = start_worker(os.environ[ZYGOTE_ENV], argv, env, log.fileno(), limit)
-            if process is None:  # no zygote to fork it (kfuse.judge.zygote): a process of its own
-                process = subprocess.Popen(
-                    [sys.executable, "-m", "kfuse.judge.launch", *argv],
-                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                    preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))) if limit else None)
+            # forked by the run's zygote where one serves (it imported torch once), else a process of its own
+            process = popen(["-m", "kfuse.judge.launch", str(spec_path), str(events_path)], env=env,
+                            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, memory_cap=limit)
             # The token marks the trusted worker's lines: the candidate's process can find the events file,
             # never the token (it was read from a pipe before the candidate started).
             token = secrets.token_hex(16)
