@@ -425,6 +425,26 @@ def test_gemm_split_k_and_gemv_sources(tmp_path):
     assert "if (p.K >= 512 * 32)" in text and "gemv_rows_kernel<<<" in text and "gemv_kernel<<<" in text
 
 
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_a_short_k_product_takes_the_ffma_kernel_alone(tmp_path, tmp_path_factory):
+    """K <= SMALL_K at capture: memory-bound on the output, so the FFMA kernel with streaming writes; no tiled
+    template and no sm_90a build in the file, and the kernel fits launch_bounds(256, 2) without spilling."""
+    problem = tmp_path / "short_k.py"
+    problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, a, b):\n"
+                       "        return torch.matmul(a, b) * 2.0\n"
+                       "def get_inputs():\n    return [torch.rand(300, 24), torch.rand(24, 1001)]\n"
+                       "def get_init_inputs():\n    return []\n")
+    (step,) = gemm_steps(problem)
+    assert step.small_k and not step.gemv and step.epilogue is not None
+    text = optimize(problem, tmp_path / "short_k_new.py", "cuda").path.read_text()
+    assert "kf_gemm::launch_small_k(p, e, sms, stream)" in text and "fp32 FFMA on CUDA" in text
+    assert "gemm_3xtf32" not in text and "ARCH_FLAGS" not in text and "gemv_kernel" not in text
+    cuda = next(n.value.value for n in ast.parse(text).body
+                if isinstance(n, ast.Assign) and n.targets[0].id == "CUDA_SOURCE")
+    (kernel,) = [e for name, e in ptxas_entries(cuda, tmp_path_factory).items() if "small_k_kernel" in name]
+    assert "0 bytes stack frame, 0 bytes spill stores" in kernel, kernel
+
+
 def column_kernel_bounds(cuda_source: str) -> dict[str, str]:
     """Each column kernel's name -> its launch bounds ("" without)."""
     return {m.group(2): m.group(1) or "" for m in

@@ -7,7 +7,8 @@ its epilogue (bias, scalar multipliers, activations, residual adds: anything the
 2D transpose feeding it only is absorbed as strides. Anything else stays as it was (library call + epilogue
 kernel): a row vector times a matrix (M = 1 at capture), non-fp32 dtypes, broadcast batches beyond 3D,
 alpha/beta != 1. A matrix times a vector (N = 1 at capture) gets the memory-bound GEMV kernel instead of the
-tiles; an output with few tiles for a long K (512x512, K = 262144) splits K (both in kfuse/kernels/gemm_cuda.py).
+tiles, and a product with a short K (at most 32: memory-bound on its output) an FFMA kernel with streaming
+writes; an output with few tiles for a long K (512x512, K = 262144) splits K (all in kfuse/kernels/gemm_cuda.py).
 
 Printing: the CUDA target instantiates the 3xTF32 tensor-core template (kfuse/kernels/gemm_cuda.py: mma.sync, and a
 wgmma kernel used on sm_90 for K-contiguous operands when the file is built for sm_90a) with an epilogue
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from kfuse.kernels import choices, printing
-from kfuse.kernels.gemm_cuda import DEFAULT, GEMM_DECLS, TileConfig, gemm_template
+from kfuse.kernels.gemm_cuda import DEFAULT, GEMM_DECLS, SMALL_K, TileConfig, gemm_template
 from kfuse.kernels.steps import FusedKernel, LibraryCall, mutates, short_name, tensor_meta, unique
 
 TRANSPOSES = {"aten.numpy_T.default", "aten.t.default", "aten.transpose.int", "aten.permute.default"}
@@ -45,6 +46,7 @@ class GemmStep:
     config: TileConfig = DEFAULT
     split_k: bool = False               # compile the split-K path (the captured shape had few output tiles)
     gemv: bool = False                  # a matrix-vector product (N = 1 at capture): the memory-bound kernel
+    small_k: bool = False               # K <= SMALL_K at capture: memory-bound on the output, the FFMA kernel
 
     @property
     def result(self) -> torch.fx.Node:
@@ -164,6 +166,7 @@ def fuse_gemms(steps: list, names: dict[str, int]) -> list:
         k = tensor_meta(a_source).size(0 if step.a_transposed else -1)
         batch = out.size(0) if batched else 1
         step.split_k = step.config.split_k(batch, out.numel() // (batch * n), n, k)
+        step.small_k = not step.gemv and k <= SMALL_K
         position = steps.index(anchor)
         epilogue = next((s for s in steps if isinstance(s, FusedKernel) and s.write_into == node.name
                          and not s.bias and not s.channels_last_input), None)
@@ -241,9 +244,10 @@ def _device_code(step: GemmStep, target: str) -> str:
         c = step.config
         args = c.arguments(step.a_k_contiguous, step.b_k_contiguous, step.split_k)
         call = ("kf_gemm::launch_gemv(p, e, sms, stream)" if step.gemv
+                else "kf_gemm::launch_small_k(p, e, sms, stream)" if step.small_k
                 else f"kf_gemm::launch<{args}>(p, e, workspace, sms, stream)")
         flag = lambda x: "true" if x else "false"  # noqa: E731
-        workspace = ("0" if step.gemv else
+        workspace = ("0" if step.gemv or step.small_k else
                      f"kf_gemm::workspace_floats<{c.bm}, {c.bn}, {c.bk}, {flag(step.a_k_contiguous)}, "
                      f"{flag(step.b_k_contiguous)}, {flag(step.split_k)}, {c.wgmma_bn}>(p, sms)")
         return (_epilogue_struct(step)
@@ -359,9 +363,10 @@ def render(steps: list[GemmStep], target: str) -> GemmSources:
         return GemmSources("", "", "", "")
     # the same op -> C expression printer as every fused kernel
     functions = "".join(printing.op_function(s.epilogue) for s in steps if s.epilogue)
-    tiled = [s for s in steps if not s.gemv]
+    tiled = [s for s in steps if not s.gemv and not s.small_k]
     wgmma = target == "cuda" and any(s.config.wgmma_bn > 0 for s in tiled)
-    template = gemm_template(bool(tiled), wgmma, any(s.gemv for s in steps)) if target == "cuda" else ""
+    template = (gemm_template(bool(tiled), wgmma, any(s.gemv for s in steps), any(s.small_k for s in steps))
+                if target == "cuda" else "")
     device = template + EPILOGUE_HELPERS + functions + "".join(_device_code(s, target) for s in steps)
     host = "".join(_host_wrapper(s, target) for s in steps)
     if target == "cuda":
@@ -374,4 +379,5 @@ def render(steps: list[GemmStep], target: str) -> GemmSources:
 def forward_lines(step: GemmStep, names: dict[str, str]) -> list[str]:
     args = ", ".join(names[n] for n in step.inputs)
     names[step.result.name] = step.result.name
-    return [f"    at::Tensor {step.result.name} = {step.name}({args});  // kfuse GEMM (3xTF32 on CUDA)"]
+    kind = "fp32 FFMA" if step.gemv or step.small_k else "3xTF32"
+    return [f"    at::Tensor {step.result.name} = {step.name}({args});  // kfuse GEMM ({kind} on CUDA)"]

@@ -446,6 +446,137 @@ cudaError_t launch_gemv(const Problem& p, const Epilogue& epilogue, int sms, cud
 """
 
 
+# Products with a short K (at most SMALL_K at capture): only in files whose plan has one (GemmStep.small_k).
+SMALL_K_TEMPLATE = r"""
+namespace kf_gemm {
+// A short K makes the product memory-bound on its output: 2K flops per element written, and K <= 32 is below the
+// H100's FFMA-to-write balance (67 TFLOP/s against 3 TB/s: 22 flops a byte). So: fp32 FFMA (no tensor cores, no
+// operand split), 128 x 128 output tiles, the operands staged in shared memory SK_CHUNK of K at a time by
+// asynchronous copies, the next chunk (of this tile or the block's next one) in flight while this one is multiplied
+// and the last tile written, and the output written once, in full 16-byte rows per warp, streaming (it is not read
+// again here). Blocks stay resident and walk the tiles. Correct for any shape.
+constexpr int SK_TILE = 128, SK_CHUNK = 16, SK_THREADS = 256;
+constexpr int SK_PITCH = SK_TILE + 4;  // a K-contiguous operand's staging stores 4-way, not 32-way, bank conflicts
+
+__device__ __forceinline__ void sk_copy4(float* dst, const float* src, bool inside) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))), "l"(src), "r"(inside ? 4 : 0));
+}
+
+// Rows [r0, r0 + SK_TILE) x K [k0, k0 + SK_CHUNK) of an operand into tile[k][row], zeros outside (nothing read
+// there). Consecutive threads take consecutive addresses along whichever of the two is contiguous.
+__device__ __forceinline__ void sk_stage(float (*tile)[SK_PITCH], const float* base, int64_t row_stride,
+                                         int64_t k_stride, int64_t r0, int64_t rows, int64_t k0, int64_t K) {
+    const bool k_fastest = k_stride == 1;
+#pragma unroll
+    for (int e = threadIdx.x; e < SK_TILE * SK_CHUNK; e += SK_THREADS) {
+        const int r = k_fastest ? e / SK_CHUNK : e % SK_TILE;
+        const int k = k_fastest ? e % SK_CHUNK : e / SK_TILE;
+        const int64_t row = r0 + r, kk = k0 + k;
+        const bool inside = row < rows && kk < K;
+        sk_copy4(&tile[k][r], inside ? base + row * row_stride + kk * k_stride : base, inside);
+    }
+}
+
+// Tile `tile` of the (batch, row, column) order: its batch and first row and column. 32-bit division (a 64-bit one
+// is a long subroutine, and this runs once per tile and chunk).
+struct SkTile {
+    int64_t l, m0, n0;
+};
+__device__ __forceinline__ SkTile sk_tile(uint32_t tile, uint32_t m_tiles, uint32_t n_tiles) {
+    const uint32_t rest = tile / n_tiles;
+    return {(int64_t)(rest / m_tiles), (int64_t)(rest % m_tiles) * SK_TILE, (int64_t)(tile % n_tiles) * SK_TILE};
+}
+
+// Thread (ty, tx) of 16 x 16 owns rows 8 ty + i (i < 8) and columns 4 tx + j, 64 + 4 tx + j (j < 4): each store
+// of a warp writes two rows, each in two 256-byte runs, and each shared-memory read is a 16-byte broadcast.
+template <class Epilogue>
+__global__ void __launch_bounds__(SK_THREADS, 2) small_k_kernel(const Problem p, const Epilogue epilogue) {
+    __shared__ __align__(16) float a_tile[2][SK_CHUNK][SK_PITCH];
+    __shared__ __align__(16) float b_tile[2][SK_CHUNK][SK_PITCH];
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    // (launch_small_k keeps tiles and steps within 32 bits)
+    const uint32_t n_tiles = (uint32_t)((p.N + SK_TILE - 1) / SK_TILE), m_tiles = (uint32_t)((p.M + SK_TILE - 1) / SK_TILE);
+    const uint32_t tiles = (uint32_t)p.batch * m_tiles * n_tiles;
+    const uint32_t chunks = p.K > 0 ? (uint32_t)((p.K + SK_CHUNK - 1) / SK_CHUNK) : 1;  // K = 0: one chunk of zeros
+    // step t of this block: chunk t % chunks of its (t / chunks)-th tile
+    auto stage = [&](uint32_t t) {
+        const SkTile at = sk_tile(blockIdx.x + t / chunks * gridDim.x, m_tiles, n_tiles);
+        const int64_t k0 = (int64_t)(t % chunks) * SK_CHUNK;
+        sk_stage(a_tile[t & 1], p.a.data + at.l * p.a.batch_stride, p.a.row_stride, p.a.k_stride, at.m0, p.M, k0, p.K);
+        sk_stage(b_tile[t & 1], p.b.data + at.l * p.b.batch_stride, p.b.row_stride, p.b.k_stride, at.n0, p.N, k0, p.K);
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+    const uint32_t mine = blockIdx.x < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+    const uint32_t steps = mine * chunks;
+    const bool vector = p.N % 4 == 0 && reinterpret_cast<uintptr_t>(p.out) % 16 == 0;
+    float acc[8][8] = {};
+    if (steps > 0) stage(0);
+    for (uint32_t t = 0; t < steps; ++t) {
+        if (t + 1 < steps) {
+            stage(t + 1);
+            asm volatile("cp.async.wait_group 1;\n" ::);
+        } else {
+            asm volatile("cp.async.wait_group 0;\n" ::);
+        }
+        __syncthreads();
+        const float (*a)[SK_PITCH] = a_tile[t & 1];
+        const float (*b)[SK_PITCH] = b_tile[t & 1];
+#pragma unroll
+        for (int k = 0; k < SK_CHUNK; ++k) {
+            float x[8], y[8];
+            const float4 x0 = *reinterpret_cast<const float4*>(&a[k][8 * ty]);
+            const float4 x1 = *reinterpret_cast<const float4*>(&a[k][8 * ty + 4]);
+            const float4 y0 = *reinterpret_cast<const float4*>(&b[k][4 * tx]);
+            const float4 y1 = *reinterpret_cast<const float4*>(&b[k][64 + 4 * tx]);
+            x[0] = x0.x; x[1] = x0.y; x[2] = x0.z; x[3] = x0.w; x[4] = x1.x; x[5] = x1.y; x[6] = x1.z; x[7] = x1.w;
+            y[0] = y0.x; y[1] = y0.y; y[2] = y0.z; y[3] = y0.w; y[4] = y1.x; y[5] = y1.y; y[6] = y1.z; y[7] = y1.w;
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(x[i], y[j], acc[i][j]);
+        }
+        __syncthreads();  // every read of this buffer is done before step t + 2 stages into it
+        if (t % chunks != chunks - 1) continue;
+        const SkTile done = sk_tile(blockIdx.x + t / chunks * gridDim.x, m_tiles, n_tiles);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const int64_t m = done.m0 + 8 * ty + i, row = (done.l * p.M + m) * p.N;
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int64_t n = done.n0 + 64 * half + 4 * tx;
+                const int64_t at = row + n;
+                float* v = acc[i] + 4 * half;
+                if (m < p.M) {
+                    if (vector && n + 3 < p.N) {
+                        __stcs(reinterpret_cast<float4*>(p.out + at),
+                               make_float4(epilogue(v[0], at), epilogue(v[1], at + 1), epilogue(v[2], at + 2),
+                                           epilogue(v[3], at + 3)));
+                    } else {
+                        for (int j = 0; j < 4 && n + j < p.N; ++j) p.out[at + j] = epilogue(v[j], at + j);
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < 4; ++j) v[j] = 0.0f;
+            }
+        }
+    }
+}
+
+template <class Epilogue>
+cudaError_t launch_small_k(const Problem& p, const Epilogue& epilogue, int sms, cudaStream_t stream) {
+    if (p.batch == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
+    const int64_t tiles = p.batch * ((p.M + SK_TILE - 1) / SK_TILE) * ((p.N + SK_TILE - 1) / SK_TILE);
+    const int64_t chunks = std::max<int64_t>(1, (p.K + SK_CHUNK - 1) / SK_CHUNK);
+    if (tiles * chunks > UINT32_MAX) return cudaErrorInvalidConfiguration;  // (the kernel counts in 32 bits)
+    small_k_kernel<<<(unsigned)std::min<int64_t>(tiles, (int64_t)sms * 2), SK_THREADS, 0, stream>>>(p, epilogue);
+    return cudaSuccess;
+}
+
+}  // namespace kf_gemm
+"""
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Hopper (sm_90a): the same product with warpgroup MMAs (wgmma.mma_async), A from registers, B from shared memory.
 # Compiled only when the build targets sm_90a (KF_SM90A, set by the emitted file's build flags on an sm_90 device)
@@ -1029,12 +1160,16 @@ cudaError_t launch(const Problem& p, const Epilogue& epilogue, float* workspace,
 """
 
 
-def gemm_template(tiles: bool, wgmma: bool, gemv: bool) -> str:
+def gemm_template(tiles: bool, wgmma: bool, gemv: bool, small_k: bool = False) -> str:
     """The template's parts a file uses: the tiled products (the mma.sync kernel, the general fallback, and the
     launch code) where a step is one, with the Hopper kernel where a step runs it (the file then defines KF_SM90A,
-    which every use of it is behind); the matrix-vector kernels where a step is one."""
+    which every use of it is behind); the matrix-vector and short-K kernels where a step is one."""
     tiled = _MMA_SYNC_TEMPLATE + (WGMMA_TEMPLATE if wgmma else "") + _LAUNCH_TEMPLATE if tiles else ""
-    return tiled + (GEMV_TEMPLATE if gemv else "")
+    return tiled + (GEMV_TEMPLATE if gemv else "") + (SMALL_K_TEMPLATE if small_k else "")
+
+
+# The longest K (at capture) that takes the short-K kernel: below the FFMA-to-write balance on an H100
+SMALL_K = 32
 
 
 
