@@ -463,10 +463,29 @@ __device__ __forceinline__ void sk_copy4(float* dst, const float* src, bool insi
                  :: "r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))), "l"(src), "r"(inside ? 4 : 0));
 }
 
+__device__ __forceinline__ void sk_copy16(float* dst, const float* src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))), "l"(src), "r"(bytes));
+}
+
 // Rows [r0, r0 + SK_TILE) x K [k0, k0 + SK_CHUNK) of an operand into tile[k][row], zeros outside (nothing read
-// there). Consecutive threads take consecutive addresses along whichever of the two is contiguous.
+// there). ROWS16 (sk_rows16: contiguous along its rows, as B of a row-major (K, N) or a transposed A, and 16-byte
+// aligned): 4 rows per copy, which zero-fills what lies past the last row. Otherwise one float per copy,
+// consecutive threads taking consecutive addresses along whichever of the two is contiguous.
+template <bool ROWS16>
 __device__ __forceinline__ void sk_stage(float (*tile)[SK_PITCH], const float* base, int64_t row_stride,
                                          int64_t k_stride, int64_t r0, int64_t rows, int64_t k0, int64_t K) {
+    if constexpr (ROWS16) {
+#pragma unroll 1  // (two copies a thread; unrolled, the kernel spilled at 128 registers)
+        for (int e = threadIdx.x; e < SK_TILE / 4 * SK_CHUNK; e += SK_THREADS) {
+            const int r = e % (SK_TILE / 4) * 4, k = e / (SK_TILE / 4);
+            const int64_t row = r0 + r, kk = k0 + k;
+            const int64_t left = kk < K ? rows - row : 0;
+            const int bytes = left >= 4 ? 16 : left > 0 ? (int)left * 4 : 0;
+            sk_copy16(&tile[k][r], bytes > 0 ? base + row + kk * k_stride : base, bytes);
+        }
+        return;
+    }
     const bool k_fastest = k_stride == 1;
 #pragma unroll
     for (int e = threadIdx.x; e < SK_TILE * SK_CHUNK; e += SK_THREADS) {
@@ -490,7 +509,12 @@ __device__ __forceinline__ SkTile sk_tile(uint32_t tile, uint32_t m_tiles, uint3
 
 // Thread (ty, tx) of 16 x 16 owns rows 8 ty + i (i < 8) and columns 4 tx + j, 64 + 4 tx + j (j < 4): each store
 // of a warp writes two rows, each in two 256-byte runs, and each shared-memory read is a 16-byte broadcast.
-template <class Epilogue>
+__host__ inline bool sk_rows16(const Matrix& m) {
+    return m.row_stride == 1 && m.k_stride % 4 == 0 && m.batch_stride % 4 == 0
+           && reinterpret_cast<uintptr_t>(m.data) % 16 == 0;
+}
+
+template <bool A_ROWS16, bool B_ROWS16, class Epilogue>
 __global__ void __launch_bounds__(SK_THREADS, 2) small_k_kernel(const Problem p, const Epilogue epilogue) {
     __shared__ __align__(16) float a_tile[2][SK_CHUNK][SK_PITCH];
     __shared__ __align__(16) float b_tile[2][SK_CHUNK][SK_PITCH];
@@ -503,8 +527,8 @@ __global__ void __launch_bounds__(SK_THREADS, 2) small_k_kernel(const Problem p,
     auto stage = [&](uint32_t t) {
         const SkTile at = sk_tile(blockIdx.x + t / chunks * gridDim.x, m_tiles, n_tiles);
         const int64_t k0 = (int64_t)(t % chunks) * SK_CHUNK;
-        sk_stage(a_tile[t & 1], p.a.data + at.l * p.a.batch_stride, p.a.row_stride, p.a.k_stride, at.m0, p.M, k0, p.K);
-        sk_stage(b_tile[t & 1], p.b.data + at.l * p.b.batch_stride, p.b.row_stride, p.b.k_stride, at.n0, p.N, k0, p.K);
+        sk_stage<A_ROWS16>(a_tile[t & 1], p.a.data + at.l * p.a.batch_stride, p.a.row_stride, p.a.k_stride, at.m0, p.M, k0, p.K);
+        sk_stage<B_ROWS16>(b_tile[t & 1], p.b.data + at.l * p.b.batch_stride, p.b.row_stride, p.b.k_stride, at.n0, p.N, k0, p.K);
         asm volatile("cp.async.commit_group;\n" ::);
     };
     const uint32_t mine = blockIdx.x < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
@@ -569,7 +593,12 @@ cudaError_t launch_small_k(const Problem& p, const Epilogue& epilogue, int sms, 
     const int64_t tiles = p.batch * ((p.M + SK_TILE - 1) / SK_TILE) * ((p.N + SK_TILE - 1) / SK_TILE);
     const int64_t chunks = std::max<int64_t>(1, (p.K + SK_CHUNK - 1) / SK_CHUNK);
     if (tiles * chunks > UINT32_MAX) return cudaErrorInvalidConfiguration;  // (the kernel counts in 32 bits)
-    small_k_kernel<<<(unsigned)std::min<int64_t>(tiles, (int64_t)sms * 2), SK_THREADS, 0, stream>>>(p, epilogue);
+    const unsigned blocks = (unsigned)std::min<int64_t>(tiles, (int64_t)sms * 2);
+    const bool a16 = sk_rows16(p.a), b16 = sk_rows16(p.b);
+    if (a16 && b16) small_k_kernel<true, true><<<blocks, SK_THREADS, 0, stream>>>(p, epilogue);
+    else if (a16) small_k_kernel<true, false><<<blocks, SK_THREADS, 0, stream>>>(p, epilogue);
+    else if (b16) small_k_kernel<false, true><<<blocks, SK_THREADS, 0, stream>>>(p, epilogue);
+    else small_k_kernel<false, false><<<blocks, SK_THREADS, 0, stream>>>(p, epilogue);
     return cudaSuccess;
 }
 
