@@ -80,7 +80,11 @@ def build_extension(path: Path) -> tuple[Path, int, str]:
     with tempfile.TemporaryFile("w+") as errors:
         process = zygote.popen(["-c", code, str(path)], env=dict(os.environ, MAX_JOBS="1"),
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors)
-        returncode = process.wait(timeout=900)
+        try:
+            returncode = process.wait(timeout=900)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            returncode = process.wait()
         errors.seek(0)
         return path, returncode, errors.read()[-2000:]
 

@@ -42,7 +42,7 @@ CANDIDATE_SUFFIXES = (".py", "_new.py", ".txt", ".md")
 IGNORED_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "node_modules", ".pytest_cache"}
 # The pipeline's optimize and build processes run niced: they fill the cores the judges leave idle, and a judge's
 # own CPU work (its trials, torch.compile) is not slowed by a dozen compilers beside it.
-NICE = 10  # optimize and build processes yield the CPU to judges' timing
+NICE = 10
 JOB_MARGIN_S = 120.0  # beyond the judge's own timeout and optimize's, for imports and the process itself
 
 

@@ -25,8 +25,8 @@ from kfuse import PRECISIONS, __version__
 from kfuse.errors import UsageError
 from kfuse.extract import ExtractionError
 from kfuse.loader import check_problem_source, parse_python, read_candidate, top_level_names
-from kfuse.judge.zygote import popen
 from kfuse.judge.static import check_source
+from kfuse.judge.zygote import popen
 
 # correct-parity: every kfuse check passed, KernelBench's allclose(1e-4) against eager did not (eager's own result
 # is that far from float64: TF32 convolutions). Reported apart, never counted as correct.

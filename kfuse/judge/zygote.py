@@ -10,9 +10,9 @@ caller's environment, working directory and standard streams, the CPU judge's me
 niceness asked for. The child then runs `python ARGS` (`-m MODULE ...` or `-c CODE ...`) as the interpreter would.
 Where no zygote serves, `popen` starts the process itself.
 
-The zygote (kfuse.judge.launch.serve) runs no torch op and starts no thread, so every fork comes from a process as clean as a
-fresh interpreter after its imports. It never sees what flows through the streams it hands on (a judge's token
-goes down a pipe after the fork), and stops when the process that started it goes away.
+The zygote (kfuse.judge.launch.serve) runs no torch op and starts no thread, so every fork comes from a process
+as clean as a fresh interpreter after its imports. It never sees what flows through the streams it hands on (a
+judge's token goes down a pipe after the fork), and stops when the process that started it goes away.
 
 Protocol, one connection per process: the caller sends one JSON line (args, environment, working directory,
 memory cap, niceness) with three descriptors attached (the child's stdin, stdout and stderr); the zygote answers

@@ -520,15 +520,18 @@ __global__ void __launch_bounds__(SK_THREADS, 2) small_k_kernel(const Problem p,
     __shared__ __align__(16) float b_tile[2][SK_CHUNK][SK_PITCH];
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     // (launch_small_k keeps tiles and steps within 32 bits)
-    const uint32_t n_tiles = (uint32_t)((p.N + SK_TILE - 1) / SK_TILE), m_tiles = (uint32_t)((p.M + SK_TILE - 1) / SK_TILE);
+    const uint32_t n_tiles = (uint32_t)((p.N + SK_TILE - 1) / SK_TILE);
+    const uint32_t m_tiles = (uint32_t)((p.M + SK_TILE - 1) / SK_TILE);
     const uint32_t tiles = (uint32_t)p.batch * m_tiles * n_tiles;
     const uint32_t chunks = p.K > 0 ? (uint32_t)((p.K + SK_CHUNK - 1) / SK_CHUNK) : 1;  // K = 0: one chunk of zeros
     // step t of this block: chunk t % chunks of its (t / chunks)-th tile
     auto stage = [&](uint32_t t) {
         const SkTile at = sk_tile(blockIdx.x + t / chunks * gridDim.x, m_tiles, n_tiles);
         const int64_t k0 = (int64_t)(t % chunks) * SK_CHUNK;
-        sk_stage<A_ROWS16>(a_tile[t & 1], p.a.data + at.l * p.a.batch_stride, p.a.row_stride, p.a.k_stride, at.m0, p.M, k0, p.K);
-        sk_stage<B_ROWS16>(b_tile[t & 1], p.b.data + at.l * p.b.batch_stride, p.b.row_stride, p.b.k_stride, at.n0, p.N, k0, p.K);
+        const float* a = p.a.data + at.l * p.a.batch_stride;
+        const float* b = p.b.data + at.l * p.b.batch_stride;
+        sk_stage<A_ROWS16>(a_tile[t & 1], a, p.a.row_stride, p.a.k_stride, at.m0, p.M, k0, p.K);
+        sk_stage<B_ROWS16>(b_tile[t & 1], b, p.b.row_stride, p.b.k_stride, at.n0, p.N, k0, p.K);
         asm volatile("cp.async.commit_group;\n" ::);
     };
     const uint32_t mine = blockIdx.x < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
