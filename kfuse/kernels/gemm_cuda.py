@@ -48,17 +48,16 @@ struct Problem {
 }  // namespace kf_gemm
 """
 
-_MMA_SYNC_TEMPLATE = r"""
+# Asynchronous global -> shared copies: the tiled kernels' and the short-K kernel's staging.
+_ASYNC_COPY = r"""
 namespace kf_gemm {
-
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Asynchronous global -> shared copy of BYTES bytes; zero-filled when `inside` is false (nothing is read then).
+// Copy of BYTES bytes of which the first `size` are read, the rest zero-filled (size 0: nothing is read).
 template <int BYTES>
-__device__ __forceinline__ void copy_async(float* dst, const float* src, bool inside) {
-    const int size = inside ? BYTES : 0;
+__device__ __forceinline__ void copy_async_sized(float* dst, const float* src, int size) {
     if constexpr (BYTES == 16) {
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(shared_address(dst)), "l"(src), "r"(size));
     } else {
@@ -66,9 +65,19 @@ __device__ __forceinline__ void copy_async(float* dst, const float* src, bool in
                      :: "r"(shared_address(dst)), "l"(src), "n"(BYTES), "r"(size));
     }
 }
+// BYTES bytes, or zeros where `inside` is false.
+template <int BYTES>
+__device__ __forceinline__ void copy_async(float* dst, const float* src, bool inside) {
+    copy_async_sized<BYTES>(dst, src, inside ? BYTES : 0);
+}
 __device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int PENDING>
 __device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING)); }
+}  // namespace kf_gemm
+"""
+
+_MMA_SYNC_TEMPLATE = r"""
+namespace kf_gemm {
 
 // x = big + small exactly: big keeps the top 10 significand bits (a TF32 number), small the rest. The MMA reads
 // small truncated to TF32 (its low 13 bits ignored, as CUTLASS's fast 3xTF32 does): a relative error under
@@ -458,16 +467,6 @@ namespace kf_gemm {
 constexpr int SK_TILE = 128, SK_CHUNK = 16, SK_THREADS = 256;
 constexpr int SK_PITCH = SK_TILE + 4;  // a K-contiguous operand's staging stores 4-way, not 32-way, bank conflicts
 
-__device__ __forceinline__ void sk_copy4(float* dst, const float* src, bool inside) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-                 :: "r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))), "l"(src), "r"(inside ? 4 : 0));
-}
-
-__device__ __forceinline__ void sk_copy16(float* dst, const float* src, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))), "l"(src), "r"(bytes));
-}
-
 // Rows [r0, r0 + SK_TILE) x K [k0, k0 + SK_CHUNK) of an operand into tile[k][row], zeros outside (nothing read
 // there). ROWS16 (sk_rows16: contiguous along its rows, as B of a row-major (K, N) or a transposed A, and 16-byte
 // aligned): 4 rows per copy, which zero-fills what lies past the last row. Otherwise one float per copy,
@@ -482,7 +481,7 @@ __device__ __forceinline__ void sk_stage(float (*tile)[SK_PITCH], const float* b
             const int64_t row = r0 + r, kk = k0 + k;
             const int64_t left = kk < K ? rows - row : 0;
             const int bytes = left >= 4 ? 16 : left > 0 ? (int)left * 4 : 0;
-            sk_copy16(&tile[k][r], bytes > 0 ? base + row + kk * k_stride : base, bytes);
+            copy_async_sized<16>(&tile[k][r], bytes > 0 ? base + row + kk * k_stride : base, bytes);
         }
         return;
     }
@@ -493,7 +492,7 @@ __device__ __forceinline__ void sk_stage(float (*tile)[SK_PITCH], const float* b
         const int k = k_fastest ? e % SK_CHUNK : e / SK_TILE;
         const int64_t row = r0 + r, kk = k0 + k;
         const bool inside = row < rows && kk < K;
-        sk_copy4(&tile[k][r], inside ? base + row * row_stride + kk * k_stride : base, inside);
+        copy_async<4>(&tile[k][r], inside ? base + row * row_stride + kk * k_stride : base, inside);
     }
 }
 
@@ -532,7 +531,7 @@ __global__ void __launch_bounds__(SK_THREADS, 2) small_k_kernel(const Problem p,
         const float* b = p.b.data + at.l * p.b.batch_stride;
         sk_stage<A_ROWS16>(a_tile[t & 1], a, p.a.row_stride, p.a.k_stride, at.m0, p.M, k0, p.K);
         sk_stage<B_ROWS16>(b_tile[t & 1], b, p.b.row_stride, p.b.k_stride, at.n0, p.N, k0, p.K);
-        asm volatile("cp.async.commit_group;\n" ::);
+        copy_commit();
     };
     const uint32_t mine = blockIdx.x < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
     const uint32_t steps = mine * chunks;
@@ -542,9 +541,9 @@ __global__ void __launch_bounds__(SK_THREADS, 2) small_k_kernel(const Problem p,
     for (uint32_t t = 0; t < steps; ++t) {
         if (t + 1 < steps) {
             stage(t + 1);
-            asm volatile("cp.async.wait_group 1;\n" ::);
+            copy_wait<1>();
         } else {
-            asm volatile("cp.async.wait_group 0;\n" ::);
+            copy_wait<0>();
         }
         __syncthreads();
         const float (*a)[SK_PITCH] = a_tile[t & 1];
@@ -1197,7 +1196,8 @@ def gemm_template(tiles: bool, wgmma: bool, gemv: bool, small_k: bool = False) -
     launch code) where a step is one, with the Hopper kernel where a step runs it (the file then defines KF_SM90A,
     which every use of it is behind); the matrix-vector and short-K kernels where a step is one."""
     tiled = _MMA_SYNC_TEMPLATE + (WGMMA_TEMPLATE if wgmma else "") + _LAUNCH_TEMPLATE if tiles else ""
-    return tiled + (GEMV_TEMPLATE if gemv else "") + (SMALL_K_TEMPLATE if small_k else "")
+    copies = _ASYNC_COPY if tiles or small_k else ""
+    return copies + tiled + (GEMV_TEMPLATE if gemv else "") + (SMALL_K_TEMPLATE if small_k else "")
 
 
 # The longest K (at capture) that takes the short-K kernel: below the FFMA-to-write balance on an H100
