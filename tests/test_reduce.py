@@ -1,5 +1,7 @@
-"""Reduction planning without a compiler: which ops join a reduction's kernel, what stays an ATen call and why."""
+"""Reduction planning without a compiler (one helper compiled as plain C++): which ops join a reduction's kernel, what
+stays an ATen call and why."""
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -114,3 +116,41 @@ def test_a_pointwise_kernel_feeding_another_reduction_becomes_its_prologue():
         return torch.softmax(h * 2.0, dim=-1), h
     kernels, library, _ = planned(fn, (8, 12), bn=nn.BatchNorm1d(12))
     assert kernels == [["batch_norm", "relu"], ["mul", "softmax"]] and library == ["add_"]
+
+
+def test_the_four_value_softmax_step_agrees_with_four_single_steps(tmp_path):
+    """CUDA's float4 path folds four values into the online softmax state at once (kfr_softmax_step4); compiled
+    here as C++ (double), it must give the one-at-a-time state, -inf and NaN included."""
+    import ctypes
+    import math
+    import shutil
+    import subprocess
+
+    from kfuse.kernels.reduce import REDUCE_PRELUDE
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not on PATH")
+    source = ("#include <cmath>\n#include <cstdint>\n#define KF_INLINE static inline\n" + REDUCE_PRELUDE + """
+extern "C" void fold(const double* v, int n, int four, double* out) {
+    kf_acc m = -INFINITY, s = 0;
+    for (int i = 0; i < n; i += 4) {
+        if (four) kfr_softmax_step4(m, s, v[i], v[i + 1], v[i + 2], v[i + 3]);
+        else for (int j = i; j < i + 4; ++j) kfr_softmax_step(m, s, v[j]);
+    }
+    out[0] = m; out[1] = s;
+}""")
+    (tmp_path / "step.cpp").write_text(source)
+    library = tmp_path / "step.so"
+    subprocess.run(["g++", "-O1", "-shared", "-fPIC", str(tmp_path / "step.cpp"), "-o", str(library)], check=True)
+    fold = ctypes.CDLL(str(library)).fold
+    inf, nan = math.inf, math.nan
+    cases = [[0.5, -1.0, 3.0, 2.0, 4.5, -7.0, 1.0, 0.0],
+             [-inf, -inf, -inf, -inf, 1.0, -inf, 2.0, -3.0],   # an all -inf first group leaves the state empty
+             [-inf] * 8,
+             [1.0, nan, 2.0, 3.0, 0.0, 1.0, 2.0, 3.0]]
+    for values in cases:
+        buffer = (ctypes.c_double * 8)(*values)
+        got, want = (ctypes.c_double * 2)(), (ctypes.c_double * 2)()
+        fold(buffer, 8, 1, got)
+        fold(buffer, 8, 0, want)
+        for a, b in zip(got, want):
+            assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, rel=1e-12), (values, list(got), list(want))

@@ -36,6 +36,7 @@ class Captured:
     # what forward returns, the outputs in order as its leaves: "tensor", or ("tuple" | "list", [parts]) or
     # ("dict", [(key, part)]) nested as the model nests them
     structure: object = "tensor"
+    dropped: list[str] = field(default_factory=list)   # the ops of results nothing read, dropped (their targets)
 
     @property
     def returns_tuple(self) -> bool:
@@ -156,6 +157,28 @@ def _drop_no_op_conversions(graph: torch.fx.Graph) -> None:
             node.replace_all_uses_with(node.args[0])
             graph.erase_node(node)
 
+
+
+def _drop_unused_results(graph: torch.fx.Graph) -> list[str]:
+    """Pure ops whose results nothing reads are dropped, chains of them from the end back (nn.MultiheadAttention
+    averages its attention weights over the heads, 8.6 GB read at VisionAttention's shapes, for a caller who
+    discards them). Kept: ops that write their operands, ops that draw random numbers (eager's generator advances
+    for them, and the ops after them see that), and export's assertions. Returns the dropped ops' targets."""
+    import operator
+    dropped = []
+    for node in reversed(list(graph.nodes)):
+        if node.op != "call_function" or node.users:
+            continue
+        if node.target is operator.getitem:
+            graph.erase_node(node)
+            continue
+        if not isinstance(node.target, torch._ops.OpOverload) or str(node.target).startswith("aten._assert"):
+            continue
+        if node.target._schema.is_mutable or torch.Tag.nondeterministic_seeded in node.target.tags:
+            continue
+        dropped.append(str(node.target))
+        graph.erase_node(node)
+    return dropped[::-1]
 
 # Recurrent layers on the meta device: their ATen ops are composites that run a step at a time, so a 512-step,
 # 6-layer GRU made ~34k ops for every forward on meta (11 s for the probe, 32 s for export on 2 cores). Their
@@ -362,6 +385,7 @@ def capture(model: torch.nn.Module, example_inputs: list, drop_no_op_moves: bool
                                f"(tensor constants created in forward are not supported yet)")
 
     _fold_number_ops(exported.graph)
+    dropped = _drop_unused_results(exported.graph)
     output_node = next(n for n in exported.graph.nodes if n.op == "output")
     returned = list(output_node.args[0])
     outputs, updates = [], {}
@@ -377,4 +401,4 @@ def capture(model: torch.nn.Module, example_inputs: list, drop_no_op_moves: bool
             updates[buffer_input] = name
         else:
             raise CaptureError(f"unsupported graph output of kind {spec.kind.name}")
-    return Captured(exported.graph, inputs, outputs, updates, structure=output_structure(probe))
+    return Captured(exported.graph, inputs, outputs, updates, structure=output_structure(probe), dropped=dropped)

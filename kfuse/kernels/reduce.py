@@ -81,7 +81,7 @@ REDUCERS = {
     # Online softmax: running max m and the sum of exp(x - m), rescaled when m grows. -inf elements add 0.
     "softmax": Reducer((("kf_acc", "m", "-INFINITY"), ("kf_acc", "s", "0")),
                        "kfr_softmax_step(s.m, s.s, (kf_acc)v);", "kfr_softmax_merge(a.m, a.s, b.m, b.s);",
-                       partials=False),
+                       partials=False, update4="kfr_softmax_step4(s.m, s.s, v0, v1, v2, v3);"),
     # Two sources at once (`v` and `w0`): their dot product and both squared norms, in one read of each.
     "dot_norms": Reducer((("kf_acc", "xy", "0"), ("kf_acc", "xx", "0"), ("kf_acc", "yy", "0")),
                          "{ const kf_acc x = (kf_acc)v, y = (kf_acc)w0; s.xy += x * y; s.xx += x * x; s.yy += y * y; }",
@@ -179,6 +179,15 @@ KF_INLINE void kfr_welford_merge(kf_acc& mean, kf_acc& m2, kf_acc& n, kf_acc mea
 KF_INLINE void kfr_softmax_step(kf_acc& m, kf_acc& s, kf_acc x) {
   if (x > m) { s = s * kfr_exp(m - x) + (kf_acc)1; m = x; }
   else if (x != -INFINITY) { s += kfr_exp(x - m); }  /* NaN falls here and poisons s, as in PyTorch */
+}
+// Four values at once (the float4 path): one rescale against their new maximum, then their four exponentials,
+// branch-free (the per-value step diverges within a warp and takes an exponential per value on both sides).
+// -inf values add 0; a NaN poisons s; until the first finite value the state stays empty.
+KF_INLINE void kfr_softmax_step4(kf_acc& m, kf_acc& s, kf_acc v0, kf_acc v1, kf_acc v2, kf_acc v3) {
+  const kf_acc top = fmax(fmax(m, fmax(v0, v1)), fmax(v2, v3));
+  if (top == -INFINITY) return;
+  s = s * kfr_exp(m - top) + ((kfr_exp(v0 - top) + kfr_exp(v1 - top)) + (kfr_exp(v2 - top) + kfr_exp(v3 - top)));
+  m = top;
 }
 KF_INLINE void kfr_softmax_merge(kf_acc& m, kf_acc& s, kf_acc m_b, kf_acc s_b) {
   const kf_acc top = (m_b > m) ? m_b : m;
@@ -416,8 +425,8 @@ namespace kf {
 // ms, cross-entropy over rows of 4096 1.77 -> 1.66, argmin over rows of 1024 1.66 -> 1.62; LayerNorm over rows of
 // 64 2.5% slower). `per_sm` caches the occupancy query (0: not asked yet).
 template <typename Kernel>
-inline unsigned one_wave(Kernel kernel, int threads, int sms, unsigned wanted, int& per_sm) {
-    if (per_sm == 0 && (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess ||
+inline unsigned one_wave(Kernel kernel, int threads, int sms, unsigned wanted, int& per_sm, size_t smem = 0) {
+    if (per_sm == 0 && (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess ||
                         per_sm < 1)) {
         (void)cudaGetLastError();
         per_sm = 1 << 20;  // unknown: keep the grid asked for
@@ -1239,6 +1248,11 @@ def _reducer(spec: Spec) -> Reducer:
     return REDUCERS[spec.reducer]
 
 
+def _slot(j: int) -> str:
+    """The row cache's float4 of the j-th cached view (the rows kernel: `cache` at this position, `stride` apart)."""
+    return f"cache[{j} * stride]" if j else "cache[0]"
+
+
 def _render(node: torch.fx.Node, names: dict[str, str]) -> str:
     if str(node.target) in EXPANDS:
         return names[node.args[0].name]
@@ -1379,6 +1393,8 @@ class _Printer:
         rows whose views are contiguous (or constant) there and aligned; with several reduced dims the inner
         size must be a multiple of 4, so no group of 4 crosses a run."""
         n, k = self.n, self.k
+        # the views the full phase reads again: held in shared memory by launches that can (the rows kernel)
+        self.cached = [i for i in self.acc_views if i in self.full_views] if k.full_outputs else []
         views = list(dict.fromkeys(self.acc_views + (self.full_views if k.full_outputs else [])))
         views += list(range(self.nop, self.nviews))
         checks = "".join(f"    kfr_vec_head(A.v[{i}], g, ob[{i}], r0, head);\n" for i in views)
@@ -1392,6 +1408,9 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
 }}
 """]
         loads = "".join(f"    const float4 q{i} = kfr_load4(A.v[{i}], g, ob[{i}] + e{i});\n" for i in self.acc_views)
+        if self.cached:
+            stores = " ".join(f"{_slot(j)} = q{i};" for j, i in enumerate(self.cached))
+            loads += f"    if (cache != nullptr) {{ {stores} }}\n"
         if self.red.update4 is None or self.spec.extra:
             lanes = 4 if self.red.partials else 1
             calls = "".join(f"    {n}_acc_body(part[{j % lanes}], (int64_t)r + {j}"
@@ -1412,26 +1431,36 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
             what = "the four values folded into one state at once"
         out.append(f"// {what}\n"
                    f"template <typename index_t>\n__device__ __forceinline__ void {n}_accumulate4(const {n}_args& A, "
-                   f"const kf::RGeom& g, const index_t* ob, index_t r, {n}_state* part) {{\n"
-                   f"{self._elem_offsets(self.acc_views)}{loads}{calls}}}\n")
+                   f"const kf::RGeom& g, const index_t* ob, index_t r, {n}_state* part, float4* cache, "
+                   f"index_t stride) {{\n"
+                   f"    (void)cache; (void)stride;\n{self._elem_offsets(self.acc_views)}{loads}{calls}}}\n")
         if k.full_outputs:
-            out.append(self._full_float4(f"{n}_full4", f"const {n}_row& rv", lambda j: "rv", "kfr_load4"))
+            out.append(self._full_float4(f"{n}_full4", f"const {n}_row& rv", lambda j: "rv", "kfr_load4",
+                                         cached=True))
         return "".join(out)
 
-    def _full_float4(self, name: str, rv_param: str, rv_of_lane, load: str) -> str:
-        """The full phase for four neighbouring elements: a float4 load per view (`load`), the full body per lane
-        with that lane's row values (`rv_of_lane(j)`), a float4 store per full output."""
+    def _full_float4(self, name: str, rv_param: str, rv_of_lane, load: str, cached=False) -> str:
+        """The full phase for four neighbouring elements: a float4 load per view (`load`; from the row cache where
+        `cached` and the launch holds one), the full body per lane with that lane's row values (`rv_of_lane(j)`), a
+        float4 store per full output."""
         n, nf = self.n, len(self.k.full_outputs)
         outs = list(range(self.nop, self.nviews))
-        loads = "".join(f"    const float4 q{i} = {load}(A.v[{i}], g, ob[{i}] + e{i});\n" for i in self.full_views)
+        slot = {i: j for j, i in enumerate(self.cached)} if cached else {}
+
+        def one(i):
+            read = f"{load}(A.v[{i}], g, ob[{i}] + e{i})"
+            return f"cache != nullptr ? {_slot(slot[i])} : {read}" if i in slot else read
+        loads = "".join(f"    const float4 q{i} = {one(i)};\n" for i in self.full_views)
+        cache = ", const float4* cache, index_t stride" if cached else ""
+        unused = "    (void)cache; (void)stride;\n" if cached else ""
         calls = "".join(f"    {n}_full_body({rv_of_lane(j)}, y{c}{''.join(f', q{i}.{c}' for i in self.full_views)});\n"
                         for j, c in enumerate("xyzw"))
         stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{self.nop + j}].data + ob[{self.nop + j}] + "
                          f"e{self.nop + j}) = make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n"
                          for j in range(nf))
         return (f"template <typename index_t>\n__device__ __forceinline__ void {name}(const {n}_args& A, "
-                f"const kf::RGeom& g, const index_t* ob, index_t r, {rv_param}) {{\n"
-                f"{self._elem_offsets(self.full_views + outs)}"
+                f"const kf::RGeom& g, const index_t* ob, index_t r, {rv_param}{cache}) {{\n"
+                f"{unused}{self._elem_offsets(self.full_views + outs)}"
                 f"    float yx[{nf}], yy[{nf}], yz[{nf}], yw[{nf}];\n{loads}{calls}{stores}}}\n")
 
     def cols4(self) -> str:
@@ -1603,8 +1632,10 @@ __device__ __forceinline__ {n}_state {n}_group_reduce({n}_state s, int group, {n
     def cuda(self, column_view: int) -> str:
         n, nv = self.n, self.nviews
         has_full = bool(self.k.full_outputs)
+        vec4 = self.vec4()  # (decides self.cached)
+        at = "cache == nullptr ? nullptr : cache + (r - v0) / 4, stride" if self.cached else "nullptr, 0"
         loop = (f"#pragma unroll 4\n            for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group) "
-                f"{n}_accumulate4<index_t>(A, g, ob, r, {'part' if self.red.partials else '&s'});\n")
+                f"{n}_accumulate4<index_t>(A, g, ob, r, {'part' if self.red.partials else '&s'}, {at});\n")
         vector_rows = (f"            {n}_state part[4] = {{{n}_init(), {n}_init(), {n}_init(), {n}_init()}};\n"
                        f"{loop}            for (int j = 0; j < 4; ++j) {n}_merge(s, part[j]);\n"
                        if self.red.partials else loop)
@@ -1619,7 +1650,7 @@ __device__ __forceinline__ {n}_state {n}_group_reduce({n}_state s, int group, {n
                     f"            if (stage != 2) {{\n#pragma unroll 4\n            for (index_t r = r0 + ty; r < r1; r += 8) "
                     f"{n}_accumulate<index_t>(A, g, ob, r, s); }}\n")
         full_rows = (f"        for (index_t r = r0 + lane; r < v0; r += group) {n}_full<index_t>(A, g, ob, r, rv);\n"
-                     f"        for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group) {n}_full4<index_t>(A, g, ob, r, rv);\n"
+                     f"        for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group) {n}_full4<index_t>(A, g, ob, r, rv, {at});\n"
                      f"        for (index_t r = tail + lane; r < r1; r += group) {n}_full<index_t>(A, g, ob, r, rv);\n"
                      if has_full else "")
         full_cols = (f"#pragma unroll 4\n            for (index_t r = r0 + ty; r < r1; r += 8) {n}_full<index_t>(A, g, ob, r, rv);\n"
@@ -1640,13 +1671,42 @@ __device__ __forceinline__ {n}_state {n}_group_reduce({n}_state s, int group, {n
         # there 3.84 -> 5.34, so it keeps 8).
         scalar_bounds = "__launch_bounds__(256, 4) " if light and len(self.red.fields) == 1 else bounds
         cols4_views = ", ".join(str(i) for i in dict.fromkeys([column_view] + self.cols4_views()))
-        return self.vec4() + self.cols4() + self.shuffles() + f"""
+        cache_doc = cache_param = cache_decl = cache_launch = ""
+        if self.cached:
+            cache_doc = ("\n// CACHED: each thread keeps the float4s of the views the full phase reads again "
+                         "in shared memory (its own\n// slots: no barrier), so that phase reads them there, not from "
+                         "DRAM or L2: one row per block, stage 0.")
+            cache_param = ", bool CACHED"
+            cache_decl = (f"    extern __shared__ float4 {n}_cache[];\n"
+                          f"    float4* const cache = CACHED ? {n}_cache : nullptr;\n"
+                          f"    const index_t stride = (index_t)((g.rlen + 3) / 4);  // float4 slots per view\n")
+            cache_launch = f"""
+    // The row held in shared memory (the rows kernel's CACHED) where one row per block fits three blocks per SM,
+    // 512 threads a row past 8192 floats (H100, results/softmax-rows-H100-2026-11-27/: softmax over 2^15 rows of
+    // 16384 floats 2.23 -> 1.90 ms, LayerNorm there 2.39 -> 1.92, log_softmax over 2^16 rows of 8192 2.12 -> 1.60).
+    constexpr int64_t most = 72 * 1024;  // three blocks per SM on an H100
+    const int64_t cache_bytes = (int64_t){len(self.cached)} * ((g.rlen + 3) / 4) * 16;
+    if (c.splits == 1 && c.group == (int)c.threads && cache_bytes <= most) {{
+        const int threads = g.rlen > 8192 ? 512 : c.group;
+        const int kb = (int)((cache_bytes + 1023) / 1024);
+        static int cached_per_sm[17][most / 1024 + 1] = {{}};
+        auto kernel = {n}_rows<index_t, true>;
+        if (kb <= 48 || cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kb * 1024) == cudaSuccess) {{
+            const unsigned blocks = kf::one_wave(kernel, threads, sms, c.blocks, cached_per_sm[threads / 64][kb],
+                                                 (size_t)kb * 1024);
+            kernel<<<blocks, threads, (size_t)kb * 1024, stream>>>(A, g, threads, 1, 0, states);
+            return;
+        }}
+        (void)cudaGetLastError();
+    }}"""
+        rows = f"{n}_rows<index_t, false>" if self.cached else f"{n}_rows<index_t>"
+        return vec4 + self.cols4() + self.shuffles() + f"""
 // A group of threads per row (stage 0: everything; 1: partial states of one slice into ws; 2: merge the row's
-// partial states, then write the slice).
-template <typename index_t>
+// partial states, then write the slice).{cache_doc}
+template <typename index_t{cache_param}>
 __global__ void {n}_rows({n}_args A, kf::RGeom g, int group, int splits, int stage, {n}_state* ws) {{
     __shared__ {n}_state red[32];
-    const int lane = threadIdx.x % group, per_block = blockDim.x / group;
+{cache_decl}    const int lane = threadIdx.x % group, per_block = blockDim.x / group;
     const index_t chunk = (index_t)((((g.rlen + splits - 1) / splits) + 3) / 4 * 4);
     const int64_t units = g.rows * splits;
     // Groups narrower than a warp: the warp steps through its units together (`first` is its lowest), so the
@@ -1803,14 +1863,15 @@ static void {n}_launch_t(const {n}_args& A, const kf::RGeom& g, int sms, void* w
     }}
     // Unsplit row launches: at most one full wave (blocks resident at once per SM, per block size, found once).
     // Split ones keep their grid: cut to a wave, LayerNorm over 128 rows of 4M lost 2.4%.
+{cache_launch}
     static int per_sm[17] = {{}};
     const unsigned blocks = c.splits > 1 ? c.blocks
-                                         : kf::one_wave({n}_rows<index_t>, c.threads, sms, c.blocks, per_sm[c.threads / 64]);
+                                         : kf::one_wave({rows}, c.threads, sms, c.blocks, per_sm[c.threads / 64]);
     if (c.splits == 1) {{
-        {n}_rows<index_t><<<blocks, c.threads, 0, stream>>>(A, g, c.group, 1, 0, states);
+        {rows}<<<blocks, c.threads, 0, stream>>>(A, g, c.group, 1, 0, states);
     }} else {{
-        {n}_rows<index_t><<<blocks, c.threads, 0, stream>>>(A, g, c.group, c.splits, 1, states);
-        {n}_rows<index_t><<<blocks, c.threads, 0, stream>>>(A, g, c.group, c.splits, 2, states);
+        {rows}<<<blocks, c.threads, 0, stream>>>(A, g, c.group, c.splits, 1, states);
+        {rows}<<<blocks, c.threads, 0, stream>>>(A, g, c.group, c.splits, 2, states);
     }}
 }}
 

@@ -3,7 +3,8 @@ import torch.nn as nn
 
 
 class Model(nn.Module):
-    """KernelBench's LSTM with h0 and c0 given as inputs (the judge also passes them strided)."""
+    """KernelBench's LSTM with h0 and c0 given as inputs (the judge also passes them strided), returning its
+    Linear's output too (KernelBench's 36_LSTMHn discards it: capture then drops the Linear)."""
 
     def __init__(self, input_size, hidden_size, num_layers, output_size):
         super().__init__()
@@ -13,7 +14,7 @@ class Model(nn.Module):
     def forward(self, x, h0, c0):
         out, state = self.lstm(x, (h0, c0))
         out = self.fc(out[:, -1, :])
-        return state[0]
+        return out, state[0]
 
 
 def get_inputs():

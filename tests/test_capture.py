@@ -1,0 +1,45 @@
+"""kfuse/compiler/capture.py: what the captured graph keeps of a forward."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from kfuse.compiler.capture import capture
+
+
+class Discards(nn.Module):
+    """Computes results it never returns: a pure chain, attention weights, a dropout's draw."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(8, 2)
+
+    def forward(self, x):
+        unused = torch.exp(x.sum(-1))  # noqa: F841 (pure: dropped)
+        out, weights = self.attn(x, x, x)  # the weights, averaged over the heads: dropped
+        F.dropout(x, 0.5, training=True)  # draws random numbers: kept, eager's generator advances for it
+        return out * 2.0
+
+
+def ops(graph) -> list[str]:
+    return [str(n.target) for n in graph.nodes if n.op == "call_function"]
+
+
+def test_results_nothing_reads_are_dropped_except_random_draws():
+    meta = torch.device("meta")
+    captured = capture(Discards().to(meta), [torch.randn(5, 3, 8, device=meta)])
+    kept = ops(captured.graph)
+    assert "aten.exp.default" not in kept and "aten.sum.dim_IntList" not in kept
+    assert "aten.mean.dim" not in kept           # MultiheadAttention's averaged weights
+    assert "aten.softmax.int" in kept            # ... which the output still needs
+    assert any("dropout" in op or "bernoulli" in op for op in kept)
+    assert {"aten.exp.default", "aten.mean.dim"} <= set(captured.dropped)
+    # what is left still computes the model's output
+    model = Discards()
+    x = torch.randn(5, 3, 8)
+    values = [model.get_parameter(i.target) if i.kind == "param" else x for i in captured.inputs]
+    torch.manual_seed(3)
+    got = torch.fx.GraphModule(model, captured.graph)(*values)
+    torch.manual_seed(3)
+    want = model(x)
+    torch.testing.assert_close(got[0] if isinstance(got, (tuple, list)) else got, want)
