@@ -118,6 +118,24 @@ def test_a_pointwise_kernel_feeding_another_reduction_becomes_its_prologue():
     assert kernels == [["batch_norm", "relu"], ["mul", "softmax"]] and library == ["add_"]
 
 
+def cuda_source(fn, *shapes, train=True, **modules):
+    meta = torch.device("meta")
+    model = Fn(fn, **modules).to(meta).train(train)
+    captured = capture(model, [torch.randn(*s, device=meta) for s in shapes])
+    return generate(captured, plan(captured.graph, "cuda"), "cuda").cuda
+
+
+def test_rows_read_twice_are_held_in_shared_memory_where_the_reduction_reads_them():
+    # a softmax reads its row for the statistics, then again for the result: the rows kernel can hold it
+    softmax = cuda_source(lambda m, x: torch.softmax(x, dim=-1), (4, 4096))
+    assert "extern __shared__ float4 fused_softmax_cache[]" in softmax and "fused_softmax_rows<index_t, true>" in softmax
+    # eval-mode batch norm takes its statistics as operands and reads its input once: nothing to hold
+    eval_norm = cuda_source(lambda m, x: m.bn(x), (4, 8, 64, 64), train=False, bn=nn.BatchNorm2d(8))
+    assert "__global__" in eval_norm and "__shared__ float4" not in eval_norm
+    # a plain sum has no second phase
+    assert "__shared__ float4" not in cuda_source(lambda m, x: x.sum(-1), (4, 4096))
+
+
 def test_the_four_value_softmax_step_agrees_with_four_single_steps(tmp_path):
     """CUDA's float4 path folds four values into the online softmax state at once (kfr_softmax_step4); compiled
     here as C++ (double), it must give the one-at-a-time state, -inf and NaN included."""

@@ -1393,8 +1393,10 @@ class _Printer:
         rows whose views are contiguous (or constant) there and aligned; with several reduced dims the inner
         size must be a multiple of 4, so no group of 4 crosses a run."""
         n, k = self.n, self.k
-        # the views the full phase reads again: held in shared memory by launches that can (the rows kernel)
-        self.cached = [i for i in self.acc_views if i in self.full_views] if k.full_outputs else []
+        # the views the full phase reads again after the reduction read them: held in shared memory by launches
+        # that can (the rows kernel); none where the statistics are operands (eval-mode batch norm reads once)
+        self.cached = ([i for i in self.acc_views if i in self.full_views]
+                       if k.full_outputs and not self.spec.skip_accumulate else [])
         views = list(dict.fromkeys(self.acc_views + (self.full_views if k.full_outputs else [])))
         views += list(range(self.nop, self.nviews))
         checks = "".join(f"    kfr_vec_head(A.v[{i}], g, ob[{i}], r0, head);\n" for i in views)
