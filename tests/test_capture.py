@@ -43,3 +43,18 @@ def test_results_nothing_reads_are_dropped_except_random_draws():
     torch.manual_seed(3)
     want = model(x)
     torch.testing.assert_close(got[0] if isinstance(got, (tuple, list)) else got, want)
+
+
+def test_unused_results_stay_where_dropping_them_leaves_no_kernel(tmp_path):
+    """36_LSTMHn's case: the only op kfuse has a kernel for computes a result the model never returns. Dropped, the
+    file would be eager's calls alone; it computes it as the model does instead, and its docstring says so."""
+    from kfuse.compiler.optimize import optimize
+    problem = tmp_path / "unused.py"
+    problem.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+        "        unused = torch.relu(x) * 3.0\n        return torch.sort(x, -1)[0]\n"
+        "def get_inputs():\n    return [torch.rand(3, 4)]\ndef get_init_inputs():\n    return []\n")
+    done = optimize(problem, tmp_path / "unused_new.py", "cpu")
+    assert [k["fuses"] for k in done.kernels] == [["aten.relu.default", "aten.mul.Tensor"]]
+    text = (tmp_path / "unused_new.py").read_text()
+    assert "computed but never returned" in text and "aten.relu.default, aten.mul.Tensor" in text

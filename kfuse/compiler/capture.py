@@ -37,6 +37,7 @@ class Captured:
     # ("dict", [(key, part)]) nested as the model nests them
     structure: object = "tensor"
     dropped: list[str] = field(default_factory=list)   # the ops of results nothing read, dropped (their targets)
+    kept_unused: list[str] = field(default_factory=list)  # ... or kept, where dropping them left no kernel (optimize)
 
     @property
     def returns_tuple(self) -> bool:
@@ -322,11 +323,13 @@ def numbers_keep_their_value():
         torch.tensor = make
 
 
-def capture(model: torch.nn.Module, example_inputs: list, drop_no_op_moves: bool = False) -> Captured:
+def capture(model: torch.nn.Module, example_inputs: list, drop_no_op_moves: bool = False,
+            drop_unused: bool = True) -> Captured:
     """The model's forward as an ATen graph (torch.export on the example inputs, meta tensors as a rule).
     drop_no_op_moves: `.to(...)` calls that change nothing on the capture's tensors are dropped
     (_drop_no_op_conversions); only where the graph's devices are fixed (Dynamo guards them): on meta every device
-    looks the same, and a problem's `h0.to(x.device)` moves a CPU h0 at run time."""
+    looks the same, and a problem's `h0.to(x.device)` moves a CPU h0 at run time.
+    drop_unused: pure ops whose results nothing reads are dropped (_drop_unused_results)."""
     from torch.export.graph_signature import InputKind, OutputKind
 
     _register_recurrent_shapes()
@@ -385,7 +388,7 @@ def capture(model: torch.nn.Module, example_inputs: list, drop_no_op_moves: bool
                                f"(tensor constants created in forward are not supported yet)")
 
     _fold_number_ops(exported.graph)
-    dropped = _drop_unused_results(exported.graph)
+    dropped = _drop_unused_results(exported.graph) if drop_unused else []
     output_node = next(n for n in exported.graph.nodes if n.op == "output")
     returned = list(output_node.args[0])
     outputs, updates = [], {}

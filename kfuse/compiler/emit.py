@@ -253,8 +253,10 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
             if not isinstance(n, (ast.Import, ast.ImportFrom))
             or any(re.search(rf"\b{re.escape(name)}\b", code) for name in _bound_names(n))]
     policy = "" if precision == "fp32" else f", {precision} precision policy: judge with --precision {precision}"
+    unused = (f"\n  computed but never returned, as the model computes them (dropping them would leave eager's calls "
+              f"alone):\n    {', '.join(captured.kept_unused)}" if captured.kept_unused else "")
     header = f'"""Kernels fused by kfuse {__version__} for {problem_path.name} ({target} target{policy}):\n' \
-             f'{_summary(sources)}\n"""\n'
+             f'{_summary(sources)}{unused}\n"""\n'
     header += "".join(f"{f}\n" for f in future)
     binds_torch = any(isinstance(n, ast.Import) and any(a.name.split(".")[0] == "torch" and not a.asname for a in n.names)
                       for n in tree.body)
