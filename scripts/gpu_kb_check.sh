@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # KernelBench's own judge (kb_check.py from ../shared/kernelbench/harness, carried as .devset/harness) on the files
 # a `kfuse bench` run emitted: every pair whose problem id matches one of the patterns, PARALLEL pairs at a time
-# (correctness only is comparable then: timings of pairs judged side by side are not). Writes KB_JSONL, one line
-# per pair: {"problem", "candidate", ...kb_check's fields}.
+# (correctness only is comparable then: timings of pairs judged side by side are not), then those that ran out of
+# GPU memory beside the others one at a time. Writes KB_JSONL, one line per pair: {"problem", "candidate",
+# ...kb_check's fields}.
 #
 #   scripts/gpu_kb_check.sh BENCH_OUT LEVELS_DIR KB_JSONL PARALLEL PATTERN...
 #   e.g. scripts/gpu_kb_check.sh bench-out/run/out .devset $OUT/kb.jsonl 8 'level3/*' 'level2/1[0-9]_*'
@@ -43,6 +44,35 @@ rows = [{\"problem\": path.stem, \"candidate\": c, **r} for c, r in json.loads(p
 with open(sys.argv[2], \"a\") as out:
     out.write(\"\".join(json.dumps(r) + \"\\n\" for r in rows))
 " '"$tmp"'/$name.json '"$jsonl"' '"$tmp"'/$name.log' _
+# Pairs judged side by side can run the GPU out of memory (KernelBench's harness holds several copies of a 4-8 GB
+# problem): those that failed for memory are judged again one at a time, their lines replaced.
+retry=$(python3 - "$jsonl" <<'PY'
+import json, sys
+from pathlib import Path
+for line in Path(sys.argv[1]).read_text().splitlines():
+    row = json.loads(line)
+    text = (row.get("error") or "") + json.dumps(row.get("metadata") or {})
+    if not row.get("correct") and ("out of memory" in text or "no answer" in text):
+        print(row["problem"])
+PY
+)
+for name in $retry; do
+    for ((i = 0; i < ${#pairs[@]}; i += 2)); do
+        [ "$(basename "${pairs[i]}" .py)" = "$name" ] || continue
+        echo "judged again alone (out of GPU memory beside others): $name"
+        python3 "$levels/harness/kb_check.py" --json "$tmp/$name.json" "${pairs[i]}" "${pairs[i+1]}" >"$tmp/$name.log" 2>&1
+        tail -n 2 "$tmp/$name.log"
+        python3 - "$tmp/$name.json" "$jsonl" "$name" <<'PY'
+import json, sys
+from pathlib import Path
+path, jsonl, name = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+if path.exists():
+    new = [{"problem": name, "candidate": c, **r} for c, r in json.loads(path.read_text()).items()]
+    rows = [line for line in jsonl.read_text().splitlines() if json.loads(line)["problem"] != name]
+    jsonl.write_text("".join(line + "\n" for line in rows) + "".join(json.dumps(r) + "\n" for r in new))
+PY
+    done
+done
 python3 - "$jsonl" <<'PY'
 import json, sys
 from pathlib import Path
