@@ -159,7 +159,6 @@ def _drop_no_op_conversions(graph: torch.fx.Graph) -> None:
             graph.erase_node(node)
 
 
-
 def _drop_unused_results(graph: torch.fx.Graph) -> list[str]:
     """Pure ops whose results nothing reads are dropped, chains of them from the end back (nn.MultiheadAttention
     averages its attention weights over the heads, 8.6 GB read at VisionAttention's shapes, for a caller who
@@ -180,6 +179,7 @@ def _drop_unused_results(graph: torch.fx.Graph) -> list[str]:
         dropped.append(str(node.target))
         graph.erase_node(node)
     return dropped[::-1]
+
 
 # Recurrent layers on the meta device: their ATen ops are composites that run a step at a time, so a 512-step,
 # 6-layer GRU made ~34k ops for every forward on meta (11 s for the probe, 32 s for export on 2 cores). Their

@@ -83,6 +83,7 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
         # returned, and eager's cuDNN LSTM runs TF32): the file computes them as the model does instead, and its
         # docstring says so.
         unused = captured.dropped
+        model = build_reference(problem, init_inputs, seed=0, device=meta)  # (capture turns carried state into buffers)
         captured = capture(model, example, drop_unused=False)
         captured.kept_unused = unused
         add_convolution_epilogues(captured, device, precision)
