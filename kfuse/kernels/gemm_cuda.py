@@ -506,13 +506,14 @@ __device__ __forceinline__ SkTile sk_tile(uint32_t tile, uint32_t m_tiles, uint3
     return {(int64_t)(rest / m_tiles), (int64_t)(rest % m_tiles) * SK_TILE, (int64_t)(tile % n_tiles) * SK_TILE};
 }
 
-// Thread (ty, tx) of 16 x 16 owns rows 8 ty + i (i < 8) and columns 4 tx + j, 64 + 4 tx + j (j < 4): each store
-// of a warp writes two rows, each in two 256-byte runs, and each shared-memory read is a 16-byte broadcast.
+// Whether an operand can be staged 16 bytes a copy (sk_stage's ROWS16).
 __host__ inline bool sk_rows16(const Matrix& m) {
     return m.row_stride == 1 && m.k_stride % 4 == 0 && m.batch_stride % 4 == 0
            && reinterpret_cast<uintptr_t>(m.data) % 16 == 0;
 }
 
+// Thread (ty, tx) of 16 x 16 owns rows 8 ty + i (i < 8) and columns 4 tx + j, 64 + 4 tx + j (j < 4): each store
+// of a warp writes two rows, each in two 256-byte runs, and each shared-memory read is a 16-byte broadcast.
 template <bool A_ROWS16, bool B_ROWS16, class Epilogue>
 __global__ void __launch_bounds__(SK_THREADS, 2) small_k_kernel(const Problem p, const Epilogue epilogue) {
     __shared__ __align__(16) float a_tile[2][SK_CHUNK][SK_PITCH];

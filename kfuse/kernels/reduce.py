@@ -1388,15 +1388,20 @@ class _Printer:
                 f"{self._elem_offsets(views + outs)}{self._loads(views)}"
                 f"    float y[{len(k.full_outputs)}];\n    {self.n}_full_body(rv, y{args});\n{writes}}}\n")
 
+    @property
+    def cached(self) -> list[int]:
+        """The views the full phase reads again after the reduction read them (after accumulate() and full()):
+        held in shared memory by launches that can (the rows kernel); none where the statistics are operands
+        (eval-mode batch norm reads its input once)."""
+        if not self.k.full_outputs or self.spec.skip_accumulate:
+            return []
+        return [i for i in self.acc_views if i in self.full_views]
+
     def vec4(self) -> str:
         """CUDA: 4 neighbouring elements along the innermost reduced dim at once (float4 loads and stores), for
         rows whose views are contiguous (or constant) there and aligned; with several reduced dims the inner
         size must be a multiple of 4, so no group of 4 crosses a run."""
         n, k = self.n, self.k
-        # the views the full phase reads again after the reduction read them: held in shared memory by launches
-        # that can (the rows kernel); none where the statistics are operands (eval-mode batch norm reads once)
-        self.cached = ([i for i in self.acc_views if i in self.full_views]
-                       if k.full_outputs and not self.spec.skip_accumulate else [])
         views = list(dict.fromkeys(self.acc_views + (self.full_views if k.full_outputs else [])))
         views += list(range(self.nop, self.nviews))
         checks = "".join(f"    kfr_vec_head(A.v[{i}], g, ob[{i}], r0, head);\n" for i in views)
@@ -1634,7 +1639,6 @@ __device__ __forceinline__ {n}_state {n}_group_reduce({n}_state s, int group, {n
     def cuda(self, column_view: int) -> str:
         n, nv = self.n, self.nviews
         has_full = bool(self.k.full_outputs)
-        vec4 = self.vec4()  # (decides self.cached)
         at = "cache == nullptr ? nullptr : cache + (r - v0) / 4, stride" if self.cached else "nullptr, 0"
         loop = (f"#pragma unroll 4\n            for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group) "
                 f"{n}_accumulate4<index_t>(A, g, ob, r, {'part' if self.red.partials else '&s'}, {at});\n")
@@ -1702,7 +1706,7 @@ __device__ __forceinline__ {n}_state {n}_group_reduce({n}_state s, int group, {n
         (void)cudaGetLastError();
     }}"""
         rows = f"{n}_rows<index_t, false>" if self.cached else f"{n}_rows<index_t>"
-        return vec4 + self.cols4() + self.shuffles() + f"""
+        return self.vec4() + self.cols4() + self.shuffles() + f"""
 // A group of threads per row (stage 0: everything; 1: partial states of one slice into ws; 2: merge the row's
 // partial states, then write the slice).{cache_doc}
 template <typename index_t{cache_param}>
