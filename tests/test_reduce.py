@@ -136,6 +136,41 @@ def test_rows_read_twice_are_held_in_shared_memory_where_the_reduction_reads_the
     assert "__shared__ float4" not in cuda_source(lambda m, x: x.sum(-1), (4, 4096))
 
 
+def test_the_four_value_welford_step_agrees_with_four_single_steps(tmp_path):
+    """CUDA's float4 path folds four values into a Welford state at once (kfr_welford_step4: their own mean and
+    squared deviations, merged by Chan's formula); compiled here as C++ (double), it must give the one-at-a-time
+    mean and M2, on values far from zero too (where a sum-of-squares shortcut would cancel)."""
+    import ctypes
+    import random
+    import shutil
+    import subprocess
+
+    from kfuse.kernels.reduce import REDUCE_PRELUDE
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not on PATH")
+    source = ("#include <cmath>\n#include <cstdint>\n#define KF_INLINE static inline\n" + REDUCE_PRELUDE + """
+extern "C" void fold(const double* v, int n, int four, double* out) {
+    kf_acc mean = 0, m2 = 0, count = 0;
+    for (int i = 0; i < n; i += 4) {
+        if (four) kfr_welford_step4(mean, m2, count, v[i], v[i + 1], v[i + 2], v[i + 3]);
+        else for (int j = i; j < i + 4; ++j) kfr_welford_step(mean, m2, count, v[j]);
+    }
+    out[0] = mean; out[1] = m2; out[2] = count;
+}""")
+    (tmp_path / "step.cpp").write_text(source)
+    library = tmp_path / "step.so"
+    subprocess.run(["g++", "-O1", "-shared", "-fPIC", str(tmp_path / "step.cpp"), "-o", str(library)], check=True)
+    fold = ctypes.CDLL(str(library)).fold
+    rng = random.Random(0)
+    for offset, n in ((0.0, 8), (1e4, 400), (-3.5, 1000)):
+        values = [offset + rng.uniform(-1, 1) for _ in range(n)]
+        buffer = (ctypes.c_double * n)(*values)
+        got, want = (ctypes.c_double * 3)(), (ctypes.c_double * 3)()
+        fold(buffer, n, 1, got)
+        fold(buffer, n, 0, want)
+        assert list(got) == pytest.approx(list(want), rel=1e-9), (offset, n)
+
+
 def test_the_four_value_softmax_step_agrees_with_four_single_steps(tmp_path):
     """CUDA's float4 path folds four values into the online softmax state at once (kfr_softmax_step4); compiled
     here as C++ (double), it must give the one-at-a-time state, -inf and NaN included."""

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kfuse.kernels import ops
+from kfuse.kernels import ops, printing
 from kfuse.kernels.steps import FusedKernel, LibraryCall, TupleItem, movable_bias, tensor_meta
 
 # --------------------------------------------------------------------------------------------------------------
@@ -77,7 +77,8 @@ REDUCERS = {
     # Welford: one read, numerically stable; Chan's formula merges two partial states.
     "welford": Reducer((("kf_acc", "mean", "0"), ("kf_acc", "m2", "0"), ("kf_acc", "n", "0")),
                        "kfr_welford_step(s.mean, s.m2, s.n, (kf_acc)v);",
-                       "kfr_welford_merge(a.mean, a.m2, a.n, b.mean, b.m2, b.n);", partials=False),
+                       "kfr_welford_merge(a.mean, a.m2, a.n, b.mean, b.m2, b.n);", partials=False,
+                       update4="kfr_welford_step4(s.mean, s.m2, s.n, v0, v1, v2, v3);"),
     # Online softmax: running max m and the sum of exp(x - m), rescaled when m grows. -inf elements add 0.
     "softmax": Reducer((("kf_acc", "m", "-INFINITY"), ("kf_acc", "s", "0")),
                        "kfr_softmax_step(s.m, s.s, (kf_acc)v);", "kfr_softmax_merge(a.m, a.s, b.m, b.s);",
@@ -166,6 +167,18 @@ KF_INLINE void kfr_welford_step(kf_acc& mean, kf_acc& m2, kf_acc& n, kf_acc x) {
   mean += d / n;
   m2 += d * (x - mean);
 }
+// Four values at once (the float4 path): their own mean and squared deviations, merged by Chan's formula. One
+// division per four values instead of one per value: the step's division bound GroupNorm's statistics.
+KF_INLINE void kfr_welford_step4(kf_acc& mean, kf_acc& m2, kf_acc& n, kf_acc v0, kf_acc v1, kf_acc v2, kf_acc v3) {
+  const kf_acc q = (kf_acc)0.25;  // (each value scaled first: exact, and no sum of four can overflow)
+  const kf_acc mean_b = (v0 * q + v1 * q) + (v2 * q + v3 * q);
+  const kf_acc d0 = v0 - mean_b, d1 = v1 - mean_b, d2 = v2 - mean_b, d3 = v3 - mean_b;
+  const kf_acc m2_b = (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+  const kf_acc total = n + (kf_acc)4, d = mean_b - mean, f = (kf_acc)4 / total;
+  mean += d * f;
+  m2 += m2_b + d * d * n * f;
+  n = total;
+}
 KF_INLINE void kfr_welford_merge(kf_acc& mean, kf_acc& m2, kf_acc& n, kf_acc mean_b, kf_acc m2_b, kf_acc n_b) {
   if (n_b == (kf_acc)0) return;
   if (n == (kf_acc)0) { mean = mean_b; m2 = m2_b; n = n_b; return; }
@@ -199,12 +212,15 @@ KF_INLINE void kfr_softmax_merge(kf_acc& m, kf_acc& s, kf_acc m_b, kf_acc s_b) {
 """
 
 # Shared by host and device: the geometry of one reduction and one strided view with the source's sizes.
-REDUCE_DECLS = r"""
+REDUCE_DECLS = printing.FAST_DIVISION_DECLS + r"""
 namespace kf {
-// [rows, reduced] view of a source tensor: kept dims (ond, osz) and reduced dims (rnd, rsz), each coalesced.
+// [rows, reduced] view of a source tensor: kept dims (ond, osz) and reduced dims (rnd, rsz), each coalesced; rdiv
+// divides by rsz (an element's reduced index split into its dims without a divide instruction: GroupNorm over
+// (channels of a group, pixels) spent more time dividing than reading)
 struct RGeom {
     int ond, rnd;
     int64_t osz[KF_MAX_DIMS], rsz[KF_MAX_DIMS];
+    Div rdiv[KF_MAX_DIMS];
     int64_t rows, rlen;
 };
 // An operand or a full-shape output, viewed with the source's sizes: strides along kept and reduced dims.
@@ -215,7 +231,7 @@ struct RView {
 }  // namespace kf
 """
 
-REDUCE_HOST = r"""
+REDUCE_HOST = printing.FAST_DIVISION_HOST + r"""
 namespace kf {
 // The reduced output's shape: the source's sizes without the reduced dims (or with 1 there, keepdim).
 inline std::vector<int64_t> row_shape(const std::vector<int64_t>& sizes, const std::vector<int64_t>& dims, bool keepdim) {
@@ -287,6 +303,7 @@ inline void reduce_geometry(const std::vector<at::Tensor>& views, const std::vec
         for (int i = 0; i < n; ++i) total *= sz[i];
         if (level == 0) { g.ond = n; g.rows = total; } else { g.rnd = n; g.rlen = total; }
     }
+    for (int i = 0; i < g.rnd; ++i) g.rdiv[i] = make_div(g.rsz[i]);
 }
 // 32-bit indexing only when every offset, row and reduced index fits. The kernels form 32-bit offsets of elements
 // only (a slice's start, which need not be one, is checked as an address: kfr_vec_head). Their counters overshoot
@@ -1286,12 +1303,14 @@ class _Printer:
         decl = "".join(f"    index_t e{k} = 0;\n" for k in used)
         fast = "".join(f" e{k} = r * (index_t)A.v[{k}].rs[0];" for k in used)
         slow = "".join(f" e{k} += c * (index_t)A.v[{k}].rs[d];" for k in used)
+        first = "".join(f" e{k} += rest * (index_t)A.v[{k}].rs[0];" for k in used)
         return (f"{decl}    if (g.rnd == 1) {{{fast} }} else {{\n"
                 f"        index_t rest = r;\n"
-                f"        for (int d = g.rnd - 1; d >= 0; --d) {{\n"
-                f"            const index_t c = rest % (index_t)g.rsz[d];\n"
-                f"            rest /= (index_t)g.rsz[d];{slow}\n"
-                f"        }}\n    }}\n")
+                f"        for (int d = g.rnd - 1; d > 0; --d) {{\n"
+                f"            const index_t q = kf::div_by(rest, g.rdiv[d]);\n"
+                f"            const index_t c = rest - q * (index_t)g.rsz[d];\n"
+                f"            rest = q;{slow}\n"
+                f"        }}\n       {first}\n    }}\n")
 
     def _source_lines(self, names: dict[str, str]) -> tuple[list[str], list[int]]:
         """Loads and prologue SSA for one element; returns the lines and the views they read."""

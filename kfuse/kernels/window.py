@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kfuse.kernels import ops
+from kfuse.kernels import ops, printing
 from kfuse.kernels.steps import FusedKernel, LibraryCall, TupleItem, movable_bias, tensor_meta
 
 
@@ -517,7 +517,7 @@ def kernel_name(kernel: WindowKernel) -> str:
 # Printing: per-element functions shared by both targets (source, emit), then CUDA kernels or CPU loops, and the
 # host wrapper.
 
-WINDOW_DECLS = r"""
+WINDOW_DECLS = printing.FAST_DIVISION_DECLS + r"""
 namespace kf {
 // An operand or output of a pooling/scan kernel: its strides along the lead dims and along the inner dims (the
 // window's dims, or the scanned dim), in elements; 0 along broadcast dims.
@@ -532,31 +532,6 @@ struct WGeom {
     int64_t lead[KF_MAX_DIMS];
     int64_t rows;
 };
-// Division by a run-time constant without a divide instruction for 32-bit indices: n / d == (hi32(n * m) + n) >> s
-// for 0 <= n < 2^31 (Granlund-Montgomery's multiplier, as PyTorch's IntDivider); 64-bit indices divide plainly.
-struct Div {
-    int64_t d;
-    uint32_t m, s;
-};
-#ifdef __CUDACC__
-__host__ __device__ __forceinline__
-#else
-inline
-#endif
-int32_t div_by(int32_t n, const Div& d) {
-#ifdef __CUDA_ARCH__
-    const uint32_t hi = __umulhi((uint32_t)n, d.m);
-#else
-    const uint32_t hi = (uint32_t)(((uint64_t)(uint32_t)n * d.m) >> 32);
-#endif
-    return (int32_t)((hi + (uint32_t)n) >> d.s);
-}
-#ifdef __CUDACC__
-__host__ __device__ __forceinline__
-#else
-inline
-#endif
-int64_t div_by(int64_t n, const Div& d) { return n / d.d; }
 // Pooling strips: whether any of a strip's R windows (kernel k, stride s) holds its input row i (not with a
 // stride over the kernel, between windows). Called with constants in unrolled loops: folded away.
 #ifdef __CUDACC__
@@ -572,7 +547,7 @@ constexpr bool strip_row_used(int i, int R, int k, int s) {
 }  // namespace kf
 """
 
-WINDOW_HOST = r"""
+WINDOW_HOST = printing.FAST_DIVISION_HOST + r"""
 namespace kf {
 inline std::vector<int64_t> window_broadcast(const std::vector<at::Tensor>& ts) {
     std::vector<int64_t> sizes(ts[0].sizes().begin(), ts[0].sizes().end());
@@ -624,14 +599,6 @@ inline bool window_small_index(const std::vector<at::Tensor>& views, int64_t wor
         worst = std::max(worst, off);
     }
     return worst < INT32_MAX - ((int64_t)1 << 24);
-}
-inline Div make_div(int64_t d) {
-    Div r;
-    r.d = d;
-    r.s = 0;
-    while (r.s < 31 && ((int64_t)1 << r.s) < d) ++r.s;
-    r.m = d < INT32_MAX ? (uint32_t)(((((uint64_t)1 << 32) * (((uint64_t)1 << r.s) - (uint64_t)d)) / (uint64_t)d) + 1) : 0;
-    return r;
 }
 // PyTorch's pooling output size (pooling_output_shape), with its checks.
 inline int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
