@@ -70,6 +70,29 @@ def strided(inputs: list) -> list:
     return out
 
 
+def resized_batch(inputs: list) -> list | None:
+    """The inputs cut to another batch: every tensor input's first dim (which they must share, at 2 or more) to
+    b // 2 + 1 rows (odd where b is a multiple of 4), or b - 1 below 4. None where the inputs share no such dim (a
+    matmul's (M, K) and (K, N)): then no batch is known to change."""
+    tensors = [v for v in inputs if isinstance(v, torch.Tensor)]
+    if not tensors or any(t.dim() == 0 for t in tensors) or len({t.shape[0] for t in tensors}) != 1:
+        return None
+    batch = tensors[0].shape[0]
+    if batch < 2:
+        return None
+    rows = batch // 2 + 1 if batch >= 4 else batch - 1
+    return [v[:rows].clone() if isinstance(v, torch.Tensor) else v for v in inputs]
+
+
+def laid_out(inputs: list, layout: str) -> list | None:
+    """The judge's inputs for a trial: as made ("contiguous"), "strided" or "resized" (None: no batch to resize)."""
+    if layout == "strided":
+        return strided(inputs)
+    if layout == "resized":
+        return resized_batch(inputs)
+    return inputs
+
+
 def refill(inputs: list, problem: ModuleType, seed: int, device: torch.device) -> None:
     """New values into the same tensor objects (a cache keyed on pointers or versions must miss). An expanded input
     (stride 0 along a dim: many elements, one memory location) is written through its first index along such dims."""

@@ -33,6 +33,30 @@ def test_corpus_candidate_gets_its_verdict(name, built_cpu_corpus):
         assert "trial 1/5" in reasons  # it got past the build: the failure is the kernel's, at run time
 
 
+def test_another_batch_size_is_told_not_judged(built_cpu_corpus):
+    """The resized trial runs last and its outcome is the verdict's `other_batch`: a file frozen to the problem's
+    batch stays correct (KernelBench's sizes) but is told failed; the honest one passes it."""
+    fixed = check(PROBLEMS / "leaky_relu.py", built_cpu_corpus / "leaky_fixed_batch.py", options())
+    assert fixed["status"] == "correct", fixed["reasons"]
+    assert fixed["other_batch"].startswith("failed:") and "263" in fixed["other_batch"]
+    honest = check(PROBLEMS / "leaky_relu.py", built_cpu_corpus / "leaky_honest.py", options())
+    assert honest["other_batch"] == "passed"
+    assert "resized" not in [t["kind"] for t in honest["trials"]]
+
+
+def test_resized_inputs_share_a_cut_batch_or_none():
+    import torch
+
+    from kfuse.problem import resized_batch
+
+    x, labels = torch.randn(16, 3), torch.arange(16)
+    cut = resized_batch([x, labels, 0.5])
+    assert [t.shape[0] for t in cut[:2]] == [9, 9] and cut[2] == 0.5 and torch.equal(cut[0], x[:9])
+    assert resized_batch([torch.randn(3, 4)])[0].shape == (2, 4)
+    assert resized_batch([torch.randn(4, 5), torch.randn(5, 6)]) is None  # a matmul's (M, K), (K, N)
+    assert resized_batch([torch.randn(1, 8)]) is None and resized_batch([torch.tensor(2.0)]) is None
+
+
 def test_truncated_mantissa_passes_the_kernelbench_rule_alone(built_cpu_corpus):
     """The KernelBench-rule result is reported on its own: here it passes while precision parity fails."""
     verdict = check(PROBLEMS / "leaky_relu.py", built_cpu_corpus / "leaky_truncated_mantissa.py", options())

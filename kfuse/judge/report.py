@@ -61,6 +61,8 @@ def print_verdict(verdict: dict, console: Console | None = None) -> None:
     if verdict.get("kernelbench_pass") is not None:
         word = "pass" if verdict["kernelbench_pass"] else "fail"
         console.print(f"  KernelBench rule (allclose atol=rtol 1e-4 fp32 / 1e-2 half): {word}")
+    if verdict.get("other_batch"):
+        console.print(f"  another batch size (told, not judged): {verdict['other_batch']}", highlight=False)
     parity = _parity_line(trials)
     if parity:
         console.print(f"  {parity}")

@@ -71,7 +71,7 @@ def new_verdict(problem: str, candidate: str, options: CheckOptions) -> dict:
         "schema": SCHEMA, "kfuse_version": __version__, "status": None, "reasons": [],
         "problem": str(problem), "candidate": str(candidate), "extraction": None,
         "options": asdict(options), "environment": None, "static": [], "stage": None, "build_s": None,
-        "kernelbench_pass": None, "trials": [], "timing": None, "error_log": None, "elapsed_s": None,
+        "kernelbench_pass": None, "other_batch": None, "trials": [], "timing": None, "error_log": None, "elapsed_s": None,
         "stages_s": None, "gpu_wait_s": None, "gpu_peak_bytes": None,
     }
 
@@ -240,6 +240,7 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
         verdict["build_s"] = report.get("build_s")
         verdict["trials"] = report.get("trials", [])
         verdict["kernelbench_pass"] = report.get("kernelbench_pass")
+        verdict["other_batch"] = report.get("other_batch")
         verdict["timing"] = report.get("timing")
         verdict["gpu_wait_s"] = report.get("gpu_wait_s")
         verdict["gpu_peak_bytes"] = report.get("gpu_peak_bytes")

@@ -24,8 +24,8 @@ import torch
 from kfuse.judge import gpulock, roofline, wire
 from kfuse.judge.compare import compare_outputs, float64_chunks, leaves, same_bits
 from kfuse.judge.verdict import BUILD_STAGE, WAIT_STAGE
-from kfuse.problem import (ProblemError, apply_precision, build_reference, describe_exception, load_problem,
-                           make_inputs, release_cached_memory, rerandomise, strided, synchronize, weight_scales)
+from kfuse.problem import (ProblemError, apply_precision, build_reference, describe_exception, laid_out,
+                           load_problem, make_inputs, release_cached_memory, rerandomise, synchronize, weight_scales)
 from kfuse.judge.timing import TimingPlan, time_interleaved
 
 # The copy ceiling is torch's own copy kernel at its best; a kernel may beat it by a few percent, not 10%.
@@ -36,6 +36,7 @@ TRIAL_KINDS = {
     "reweighted": "weights re-randomised after construction",
     "refill": "same input tensors refilled in place",
     "strided": "non-contiguous inputs",
+    "resized": "another batch size (half the batch plus one; told, not judged)",
     "fresh": "fresh inputs",
 }
 
@@ -66,7 +67,8 @@ class Events:
 
 def trial_plan(n: int) -> list[str]:
     """What each trial checks besides fresh inputs: bitwise determinism, weights re-randomised after
-    construction (twice), the same input tensors refilled in place, and non-contiguous inputs."""
+    construction (twice), the same input tensors refilled in place, and non-contiguous inputs. (Another batch size
+    is checked after them, and told apart: Judgement.check_other_batch.)"""
     base = ["determinism", "reweighted", "refill", "reweighted", "strided"]
     return (base + ["fresh"] * n)[:max(n, len(base))]
 
@@ -167,8 +169,7 @@ class Judgement:
         return 16 * size * sharers > torch.cuda.get_device_properties(self.device).total_memory
 
     def inputs(self, seed: int, layout: str = "contiguous") -> list:
-        made = make_inputs(self.problem, seed, self.device)
-        return strided(made) if layout == "strided" else made
+        return laid_out(make_inputs(self.problem, seed, self.device), layout)
 
     # -- one checked call ------------------------------------------------------------------------------------
     def reference_call(self, inputs: list, seed: int):
@@ -239,18 +240,19 @@ class Judgement:
         seed = self.spec["seed"] + 1 + index
         trial = {"trial": index + 1, "kind": kind, "seed": seed, "problems": [], "comparisons": []}
         self.notes = trial.setdefault("notes", [])
-        label = f"trial {index + 1}/{len(self.plan)} ({kind})"
+        label = f"trial {index + 1}/{len(self.plan)} ({kind})" if index < len(self.plan) else "another batch size"
         if kind == "reweighted":
             rerandomise(self.reference, seed, self.scales)
             self.candidate.request("reweight", seed=seed)
         self.events.stage(label)
         refill_seed = seed + 10_000 if kind == "refill" else None
-        layout = "strided" if kind == "strided" else "contiguous"
-        if kind == "strided":
-            refused = self.reference_refuses_strided(seed)
+        layout = kind if kind in ("strided", "resized") else "contiguous"
+        if layout != "contiguous":
+            refused = self.reference_refuses(seed, layout)
             if refused:  # a candidate need not take inputs the Model itself does not
-                trial.update(passed=True, skipped=f"the problem's Model does not take non-contiguous inputs "
-                                                  f"({refused}): the candidate is not asked to")
+                what = "non-contiguous inputs" if layout == "strided" else "another batch size"
+                trial.update(passed=True, skipped=f"the problem's Model does not take {what} ({refused}): the "
+                                                  f"candidate is not asked to")
                 self.notes.append(trial["skipped"])
                 return trial
         reply = self.candidate.request("call", seed=seed, inputs_seed=seed, refill_seed=refill_seed,
@@ -281,10 +283,14 @@ class Judgement:
         release_cached_memory(self.device)
         return trial
 
-    def reference_refuses_strided(self, seed: int) -> str | None:
-        """Why the reference fails on non-contiguous copies of the inputs (a `.view` of an input, cuDNN's LSTM
-        with a strided h0), or None. Run on a copy of the model: its state (running statistics) stays as it is."""
-        probe, inputs = copy.deepcopy(self.reference), self.inputs(seed, "strided")
+    def reference_refuses(self, seed: int, layout: str) -> str | None:
+        """Why the reference fails on the inputs laid out so: non-contiguous copies (a `.view` of an input, cuDNN's
+        LSTM with a strided h0), another batch (state or a view sized for the problem's batch, inputs with no
+        common batch dim); or None. Run on a copy of the model: its state (running statistics) stays as it is."""
+        inputs = self.inputs(seed, layout)
+        if inputs is None:
+            return "its inputs share no batch dim"
+        probe = copy.deepcopy(self.reference)
         torch.manual_seed(seed)
         try:
             with torch.no_grad():
@@ -438,6 +444,7 @@ class Judgement:
             self.check_trials()
             if self.timer is not None:
                 self.report["timing"] = self.time_models(self.reference_timing_prepared())
+            self.check_other_batch()
             return self.report
         finally:
             self.candidate.close(at_once=True)  # its work is done or not wanted: no teardown to wait for
@@ -496,6 +503,26 @@ class Judgement:
         if failed:
             what = TRIAL_KINDS[failed["kind"]]
             raise Outcome("incorrect", *(f"trial {failed['trial']} ({what}): {p}" for p in failed["problems"]))
+
+    def check_other_batch(self) -> None:
+        """The resized trial, after the judged trials and the timed rounds: its outcome is told (`other_batch`),
+        not judged. KernelBench runs a problem at its own sizes and the judge's rules are its rules (DESIGN.md
+        section 4); another batch is what a drop-in replacement owes its user (DESIGN.md section 2; kfuse's own
+        files are held to it by their tests). Last, because a candidate that fails it may take its process down."""
+        try:
+            with self.untimed():
+                trial = self.run_trial(len(self.plan), "resized")
+        except Outcome as outcome:
+            trial = {"kind": "resized", "passed": False,
+                     "problems": [f"{outcome.status}: {'; '.join(outcome.reasons) or outcome.status}"]}
+        self.report["other_batch"] = other_batch(trial)
+
+
+def other_batch(trial: dict) -> str:
+    """The verdict's line for the resized trial: "passed", "skipped: why" or "failed: what"."""
+    if "skipped" in trial:
+        return "skipped: " + trial["skipped"]
+    return "passed" if trial["passed"] else "failed: " + "; ".join(trial["problems"])
 
 
 def _same_but_for_rounding(a: torch.Tensor, b: torch.Tensor) -> bool:
