@@ -70,27 +70,51 @@ def strided(inputs: list) -> list:
     return out
 
 
+# Twice the batch only for inputs this small: twice a large problem's inputs, beside the judge's other copies and
+# the float64 truth, would not fit where the problem's own sizes do.
+DOUBLED_BATCH_MAX_BYTES = 256 << 20
+
+
+def _shared_batch(inputs: list) -> int | None:
+    """The first dim every tensor input shares (2 or more), or None."""
+    tensors = [v for v in inputs if isinstance(v, torch.Tensor)]
+    if not tensors or any(t.dim() == 0 for t in tensors) or len({t.shape[0] for t in tensors}) != 1:
+        return None
+    return tensors[0].shape[0] if tensors[0].shape[0] >= 2 else None
+
+
 def resized_batch(inputs: list) -> list | None:
     """The inputs cut to another batch: every tensor input's first dim (which they must share, at 2 or more) to
     b // 2 + 1 rows (odd where b is a multiple of 4), or b - 1 below 4. None where the inputs share no such dim (a
     matmul's (M, K) and (K, N)): then no batch is known to change."""
-    tensors = [v for v in inputs if isinstance(v, torch.Tensor)]
-    if not tensors or any(t.dim() == 0 for t in tensors) or len({t.shape[0] for t in tensors}) != 1:
-        return None
-    batch = tensors[0].shape[0]
-    if batch < 2:
+    batch = _shared_batch(inputs)
+    if batch is None:
         return None
     rows = batch // 2 + 1 if batch >= 4 else batch - 1
     return [v[:rows].clone() if isinstance(v, torch.Tensor) else v for v in inputs]
 
 
-def laid_out(inputs: list, layout: str) -> list | None:
-    """The judge's inputs for a trial: as made ("contiguous"), "strided" or "resized" (None: no batch to resize)."""
+def doubled_batch(inputs: list, more: list) -> list | None:
+    """Twice the batch: each tensor input followed by its counterpart in `more` (another draw of the same inputs)
+    along the first dim they share. None where they share none, or the result would pass DOUBLED_BATCH_MAX_BYTES."""
+    if _shared_batch(inputs) is None:
+        return None
+    if 2 * sum(v.numel() * v.element_size() for v in inputs if isinstance(v, torch.Tensor)) > DOUBLED_BATCH_MAX_BYTES:
+        return None
+    return [torch.cat([v, w]) if isinstance(v, torch.Tensor) else v for v, w in zip(inputs, more)]
+
+
+def judge_inputs(problem: ModuleType, seed: int, device: torch.device, layout: str = "contiguous") -> list | None:
+    """The judge's inputs for a call, made alike in the judge's process and the candidate's: as get_inputs() makes
+    them ("contiguous"), "strided", "resized" or "doubled" (None: no batch to change)."""
+    made = make_inputs(problem, seed, device)
     if layout == "strided":
-        return strided(inputs)
+        return strided(made)
     if layout == "resized":
-        return resized_batch(inputs)
-    return inputs
+        return resized_batch(made)
+    if layout == "doubled":
+        return doubled_batch(made, make_inputs(problem, seed + 1, device))
+    return made
 
 
 def refill(inputs: list, problem: ModuleType, seed: int, device: torch.device) -> None:

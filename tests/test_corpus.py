@@ -57,6 +57,20 @@ def test_resized_inputs_share_a_cut_batch_or_none():
     assert resized_batch([torch.randn(1, 8)]) is None and resized_batch([torch.tensor(2.0)]) is None
 
 
+def test_doubled_inputs_stack_two_draws_while_small():
+    import torch
+
+    from kfuse.problem import DOUBLED_BATCH_MAX_BYTES, doubled_batch
+
+    a, b = [torch.randn(5, 3), torch.arange(5), 2], [torch.randn(5, 3), torch.arange(5) + 5, 2]
+    doubled = doubled_batch(a, b)
+    assert doubled[0].shape == (10, 3) and torch.equal(doubled[0][5:], b[0]) and doubled[1].tolist() == list(range(10))
+    assert doubled[2] == 2
+    assert doubled_batch([torch.randn(4, 5), torch.randn(5, 6)], [torch.randn(4, 5), torch.randn(5, 6)]) is None
+    big = torch.empty(DOUBLED_BATCH_MAX_BYTES // 4 // 2 + 2, dtype=torch.float32).view(-1, 2)
+    assert doubled_batch([big], [big]) is None
+
+
 def test_truncated_mantissa_passes_the_kernelbench_rule_alone(built_cpu_corpus):
     """The KernelBench-rule result is reported on its own: here it passes while precision parity fails."""
     verdict = check(PROBLEMS / "leaky_relu.py", built_cpu_corpus / "leaky_truncated_mantissa.py", options())

@@ -24,7 +24,7 @@ from kfuse.judge import roofline, wire
 from kfuse.judge.compare import leaves, same_bits
 from kfuse.loader import import_from_source
 from kfuse.problem import (L2Flush, ProblemError, apply_precision, build_reference, describe_exception, load_problem,
-                           laid_out, make_inputs, refill, release_cached_memory, rerandomise, synchronize,
+                           judge_inputs, make_inputs, refill, release_cached_memory, rerandomise, synchronize,
                            time_one_call, weight_scales)
 
 
@@ -127,7 +127,7 @@ class Sandbox:
 
     def call(self, seed: int, inputs_seed: int, refill_seed: int | None = None, twice: bool = False,
              layout: str = "contiguous", second: bool = False) -> dict:
-        inputs = laid_out(make_inputs(self.problem, inputs_seed, self.device), layout)
+        inputs = judge_inputs(self.problem, inputs_seed, self.device, layout)
         self.poison_sizes.update(v.numel() * v.element_size() for v in inputs if isinstance(v, torch.Tensor))
         pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
         outputs = [self._forward(inputs, seed)]

@@ -24,7 +24,7 @@ import torch
 from kfuse.judge import gpulock, roofline, wire
 from kfuse.judge.compare import compare_outputs, float64_chunks, leaves, same_bits
 from kfuse.judge.verdict import BUILD_STAGE, WAIT_STAGE
-from kfuse.problem import (ProblemError, apply_precision, build_reference, describe_exception, laid_out,
+from kfuse.problem import (ProblemError, apply_precision, build_reference, describe_exception, judge_inputs,
                            load_problem, make_inputs, release_cached_memory, rerandomise, synchronize, weight_scales)
 from kfuse.judge.timing import TimingPlan, time_interleaved
 
@@ -36,7 +36,8 @@ TRIAL_KINDS = {
     "reweighted": "weights re-randomised after construction",
     "refill": "same input tensors refilled in place",
     "strided": "non-contiguous inputs",
-    "resized": "another batch size (half the batch plus one; told, not judged)",
+    "resized": "half the batch plus one (told, not judged)",
+    "doubled": "twice the batch (told, not judged)",
     "fresh": "fresh inputs",
 }
 
@@ -169,7 +170,7 @@ class Judgement:
         return 16 * size * sharers > torch.cuda.get_device_properties(self.device).total_memory
 
     def inputs(self, seed: int, layout: str = "contiguous") -> list:
-        return laid_out(make_inputs(self.problem, seed, self.device), layout)
+        return judge_inputs(self.problem, seed, self.device, layout)
 
     # -- one checked call ------------------------------------------------------------------------------------
     def reference_call(self, inputs: list, seed: int):
@@ -246,7 +247,7 @@ class Judgement:
             self.candidate.request("reweight", seed=seed)
         self.events.stage(label)
         refill_seed = seed + 10_000 if kind == "refill" else None
-        layout = kind if kind in ("strided", "resized") else "contiguous"
+        layout = kind if kind in ("strided", "resized", "doubled") else "contiguous"
         if layout != "contiguous":
             refused = self.reference_refuses(seed, layout)
             if refused:  # a candidate need not take inputs the Model itself does not
@@ -289,7 +290,7 @@ class Judgement:
         common batch dim); or None. Run on a copy of the model: its state (running statistics) stays as it is."""
         inputs = self.inputs(seed, layout)
         if inputs is None:
-            return "its inputs share no batch dim"
+            return "its inputs share no batch dim" + (" or are over 256 MB doubled" if layout == "doubled" else "")
         probe = copy.deepcopy(self.reference)
         torch.manual_seed(seed)
         try:
@@ -505,24 +506,32 @@ class Judgement:
             raise Outcome("incorrect", *(f"trial {failed['trial']} ({what}): {p}" for p in failed["problems"]))
 
     def check_other_batch(self) -> None:
-        """The resized trial, after the judged trials and the timed rounds: its outcome is told (`other_batch`),
-        not judged. KernelBench runs a problem at its own sizes and the judge's rules are its rules (DESIGN.md
-        section 4); another batch is what a drop-in replacement owes its user (DESIGN.md section 2; kfuse's own
-        files are held to it by their tests). Last, because a candidate that fails it may take its process down."""
-        try:
-            with self.untimed():
-                trial = self.run_trial(len(self.plan), "resized")
-        except Outcome as outcome:
-            trial = {"kind": "resized", "passed": False,
-                     "problems": [f"{outcome.status}: {'; '.join(outcome.reasons) or outcome.status}"]}
-        self.report["other_batch"] = other_batch(trial)
+        """Other batch sizes, after the judged trials and the timed rounds: half the batch plus one, then twice the
+        batch (small inputs only). Their outcome is told (`other_batch`), not judged: KernelBench runs a problem at
+        its own sizes and the judge's rules are its rules (DESIGN.md section 4); another batch is what a drop-in
+        replacement owes its user (DESIGN.md section 2; kfuse's own files are held to it by their tests). Last,
+        because a candidate that fails them may take its process down."""
+        trials = []
+        for offset, kind in enumerate(("resized", "doubled")):
+            try:
+                with self.untimed():
+                    trials.append(self.run_trial(len(self.plan) + offset, kind))
+            except Outcome as outcome:  # (its process may be gone: nothing more is asked of it)
+                trials.append({"kind": kind, "passed": False,
+                               "problems": [f"{outcome.status}: {'; '.join(outcome.reasons) or outcome.status}"]})
+                break
+        self.report["other_batch"] = other_batch(trials)
 
 
-def other_batch(trial: dict) -> str:
-    """The verdict's line for the resized trial: "passed", "skipped: why" or "failed: what"."""
-    if "skipped" in trial:
-        return "skipped: " + trial["skipped"]
-    return "passed" if trial["passed"] else "failed: " + "; ".join(trial["problems"])
+def other_batch(trials: list[dict]) -> str:
+    """The verdict's line for the other batch sizes: "passed" (every one run passed), "failed: what" or "skipped: why"
+    (none could run)."""
+    failed = [f"{TRIAL_KINDS[t['kind']].split(' (')[0]}: {p}" for t in trials if not t["passed"] for p in t["problems"]]
+    if failed:
+        return "failed: " + "; ".join(failed)
+    if all("skipped" in t for t in trials):
+        return "skipped: " + trials[0]["skipped"]
+    return "passed"
 
 
 def _same_but_for_rounding(a: torch.Tensor, b: torch.Tensor) -> bool:
