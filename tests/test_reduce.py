@@ -207,3 +207,17 @@ extern "C" void fold(const double* v, int n, int four, double* out) {
         fold(buffer, 8, 0, want)
         for a, b in zip(got, want):
             assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, rel=1e-12), (values, list(got), list(want))
+
+
+def test_a_file_holds_the_reduction_helpers_it_calls():
+    """prelude_for keeps the helpers the code calls and those they call (argmax's float4 step: the lane lookups and
+    the NaN-propagating max), drops the rest; split and joined again, the parts are the whole prelude."""
+    from kfuse.kernels.reduce import REDUCE_PRELUDE, _prelude_parts, prelude_for
+
+    head, helpers = _prelude_parts()
+    assert "\n".join(head + [line for _, lines in helpers for line in lines]) == REDUCE_PRELUDE.strip("\n")
+    kept = prelude_for("kfr_argmax_next4(s.m, s.i, v0, v1, v2, v3, r);")
+    for name in ("kfr_argmax_next4(", "kfr_lane_of(", "kfr_lane(", "kfr_max(", "typedef float kf_acc"):
+        assert name in kept, name
+    for name in ("kfr_argmin_next4(", "kfr_welford_step(", "kfr_softmax_merge(", "KFR_ARG_INDEX"):
+        assert name not in kept, name

@@ -27,6 +27,7 @@ accumulated in double (sequential fp32 sums would lose precision against PyTorch
 from __future__ import annotations
 
 import operator
+import re
 from dataclasses import dataclass, field
 
 import torch
@@ -210,6 +211,43 @@ KF_INLINE void kfr_softmax_merge(kf_acc& m, kf_acc& s, kf_acc m_b, kf_acc s_b) {
   s = sa + sb;
 }
 """
+
+_HELPER = re.compile(r"^(?:KF_INLINE\s+[\w:]+\s+(\w+)\(|#define\s+(\w+))")
+_HELPER_NAME = re.compile(r"\b(?:kfr|KFR)_\w+\b")
+
+
+def _prelude_parts() -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """REDUCE_PRELUDE as what precedes its first helper, and each helper's definition (name, lines: the comment
+    above it, its signature line, its body)."""
+    head, helpers, comment, in_comment = [], [], [], False
+    for line in REDUCE_PRELUDE.strip("\n").splitlines():
+        if in_comment or line.startswith(("/*", "//")):
+            comment.append(line)
+            in_comment = (in_comment or line.startswith("/*")) and "*/" not in line
+            continue
+        match = _HELPER.match(line)
+        if match:
+            helpers.append((match.group(1) or match.group(2), comment + [line]))
+        elif helpers:
+            helpers[-1][1].extend(comment + [line])  # the body (a comment inside one stays with it)
+        else:
+            head.extend(comment + [line])
+        comment = []
+    return head, helpers
+
+
+def prelude_for(code: str) -> str:
+    """REDUCE_PRELUDE without the helpers `code` never calls, directly or through another helper: a file holds the
+    helpers of its own reductions only (what comes before the first helper, the accumulator type, always stays)."""
+    head, helpers = _prelude_parts()
+    wanted, found = set(), set(_HELPER_NAME.findall(code))
+    while found - wanted:
+        wanted |= found
+        found = {n for name, lines in helpers if name in wanted for n in _HELPER_NAME.findall("\n".join(lines))}
+        found |= wanted
+    kept = [line for name, lines in helpers if name in wanted for line in lines]
+    return "\n" + "\n".join(head + kept) + "\n"
+
 
 # Shared by host and device: the geometry of one reduction and one strided view with the source's sizes.
 REDUCE_DECLS = printing.FAST_DIVISION_DECLS + r"""
@@ -2019,8 +2057,9 @@ def render(kernels: list[ReduceKernel], target: str) -> ReduceSources:
             host_runtime += REDUCE_TOTAL_CUDA_DECL
         else:
             host_runtime += REDUCE_TOTAL_CPU
-    return ReduceSources(REDUCE_PRELUDE + code, REDUCE_DECLS + "".join(decls), runtime + "".join(device),
-                         host_runtime + "".join(host), code)
+    device_code, declarations = runtime + "".join(device), REDUCE_DECLS + "".join(decls)
+    prelude = prelude_for(code + device_code + declarations + "".join(host))
+    return ReduceSources(prelude + code, declarations, device_code, host_runtime + "".join(host), code)
 
 
 def forward_lines(kernel: ReduceKernel, names: dict[str, str]) -> list[str]:
