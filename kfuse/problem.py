@@ -94,14 +94,15 @@ def resized_batch(inputs: list) -> list | None:
     return [v[:rows].clone() if isinstance(v, torch.Tensor) else v for v in inputs]
 
 
-def doubled_batch(inputs: list, more: list) -> list | None:
-    """Twice the batch: each tensor input followed by its counterpart in `more` (another draw of the same inputs)
-    along the first dim they share. None where they share none, or the result would pass DOUBLED_BATCH_MAX_BYTES."""
+def doubled_batch(inputs: list, another_draw) -> list | None:
+    """Twice the batch: each tensor input followed by its counterpart in `another_draw()` (the same inputs drawn
+    again; called only when it will be used) along the first dim they share. None where they share none, or the
+    result would pass DOUBLED_BATCH_MAX_BYTES."""
     if _shared_batch(inputs) is None:
         return None
     if 2 * sum(v.numel() * v.element_size() for v in inputs if isinstance(v, torch.Tensor)) > DOUBLED_BATCH_MAX_BYTES:
         return None
-    return [torch.cat([v, w]) if isinstance(v, torch.Tensor) else v for v, w in zip(inputs, more)]
+    return [torch.cat([v, w]) if isinstance(v, torch.Tensor) else v for v, w in zip(inputs, another_draw())]
 
 
 def judge_inputs(problem: ModuleType, seed: int, device: torch.device, layout: str = "contiguous") -> list | None:
@@ -113,7 +114,7 @@ def judge_inputs(problem: ModuleType, seed: int, device: torch.device, layout: s
     if layout == "resized":
         return resized_batch(made)
     if layout == "doubled":
-        return doubled_batch(made, make_inputs(problem, seed + 1, device))
+        return doubled_batch(made, lambda: make_inputs(problem, seed + 1, device))
     return made
 
 

@@ -63,12 +63,13 @@ def test_doubled_inputs_stack_two_draws_while_small():
     from kfuse.problem import DOUBLED_BATCH_MAX_BYTES, doubled_batch
 
     a, b = [torch.randn(5, 3), torch.arange(5), 2], [torch.randn(5, 3), torch.arange(5) + 5, 2]
-    doubled = doubled_batch(a, b)
+    doubled = doubled_batch(a, lambda: b)
     assert doubled[0].shape == (10, 3) and torch.equal(doubled[0][5:], b[0]) and doubled[1].tolist() == list(range(10))
     assert doubled[2] == 2
-    assert doubled_batch([torch.randn(4, 5), torch.randn(5, 6)], [torch.randn(4, 5), torch.randn(5, 6)]) is None
+    never = lambda: pytest.fail("a second draw made where it is not used")  # noqa: E731
+    assert doubled_batch([torch.randn(4, 5), torch.randn(5, 6)], never) is None
     big = torch.empty(DOUBLED_BATCH_MAX_BYTES // 4 // 2 + 2, dtype=torch.float32).view(-1, 2)
-    assert doubled_batch([big], [big]) is None
+    assert doubled_batch([big], never) is None
 
 
 def test_truncated_mantissa_passes_the_kernelbench_rule_alone(built_cpu_corpus):

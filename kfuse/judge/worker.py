@@ -36,8 +36,8 @@ TRIAL_KINDS = {
     "reweighted": "weights re-randomised after construction",
     "refill": "same input tensors refilled in place",
     "strided": "non-contiguous inputs",
-    "resized": "half the batch plus one (told, not judged)",
-    "doubled": "twice the batch (told, not judged)",
+    "resized": "half the batch plus one",  # (these two told, not judged: check_other_batch)
+    "doubled": "twice the batch",
     "fresh": "fresh inputs",
 }
 
@@ -526,7 +526,7 @@ class Judgement:
 def other_batch(trials: list[dict]) -> str:
     """The verdict's line for the other batch sizes: "passed" (every one run passed), "failed: what" or "skipped: why"
     (none could run)."""
-    failed = [f"{TRIAL_KINDS[t['kind']].split(' (')[0]}: {p}" for t in trials if not t["passed"] for p in t["problems"]]
+    failed = [f"{TRIAL_KINDS[t['kind']]}: {p}" for t in trials if not t["passed"] for p in t["problems"]]
     if failed:
         return "failed: " + "; ".join(failed)
     if all("skipped" in t for t in trials):
