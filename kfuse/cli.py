@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -107,11 +108,14 @@ def check_command(problem, candidate, device, trials, timeout, seed, compile_mod
 @click.option("--eager-rounding", is_flag=True,
               help="Keep eager's own call for every op a kernel would round otherwise (what optimize falls back to "
                    "for a file as accurate as eager but not within 1e-4 of it).")
+@click.option("--cuda-graph", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
+              help="Launch the forward as one CUDA graph: auto where it makes many launches, on wherever it can be "
+                   "captured.")
 @click.option("--compile-modes", default="default", show_default=True)
 @click.option("--timeout", type=float, default=600.0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def optimize_command(problem, model_spec, output, device, precision, no_check, no_timing, eager_rounding,
-                     compile_modes, timeout, json_path):
+                     cuda_graph, compile_modes, timeout, json_path):
     """Compile PROBLEM's Model (or --model's) into fused kernels: write ModelNew, then judge it like `kfuse check`."""
     from kfuse.kernels import choices
     from kfuse.judge.verdict import CheckOptions
@@ -131,7 +135,8 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
         click.echo(f"kfuse: wrote {problem} (the problem file for {model_spec})", err=True)
     output = output or problem.with_name(f"{problem.stem}_new.py")
     try:
-        with choices.using(choices.EAGER_ROUNDING if eager_rounding else choices.Choices()):
+        planned = choices.EAGER_ROUNDING if eager_rounding else choices.Choices()
+        with choices.using(dataclasses.replace(planned, cuda_graph=cuda_graph)):
             result = optimize(problem, output, device, precision)
     except UsageError as err:
         fail(str(err))
@@ -151,7 +156,8 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
                                compile_modes=parse_compile_modes(compile_modes), precision=precision)
         verdict = judge_with_progress(problem, output, options)
         if verdict["status"] == "correct-parity" and not eager_rounding:
-            verdict = _eager_rounding_fallback(problem, output, device, precision, options, verdict, report)
+            verdict = _eager_rounding_fallback(problem, output, device, precision, options, verdict, report,
+                                               cuda_graph)
         report["verdict"] = verdict
         status = verdict["status"]
         if verdict.get("stages_s"):
@@ -162,7 +168,7 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
 
 
 def _eager_rounding_fallback(problem: Path, output: Path, device: str, precision: str, options, verdict: dict,
-                             report: dict) -> dict:
+                             report: dict, cuda_graph: str = "auto") -> dict:
     """The file is as accurate as eager, but not within KernelBench's 1e-4 of eager's own rounding (a long scan
     before an exp, TF32 calls the planner's probe did not see): plan again with every op kept as eager's call
     that a kernel would round otherwise (Choices.eager_bits "all"). The new file replaces the first one only if
@@ -174,7 +180,7 @@ def _eager_rounding_fallback(problem: Path, output: Path, device: str, precision
                "own rounding wherever a kernel would differ", err=True)
     second = output.with_name(f"{output.stem}_eager_rounding.py")
     try:
-        with choices.using(choices.EAGER_ROUNDING):
+        with choices.using(dataclasses.replace(choices.EAGER_ROUNDING, cuda_graph=cuda_graph)):
             result = optimize(problem, second, device, precision)
     except UsageError as err:
         click.echo(f"kfuse: no such file: {err}", err=True)

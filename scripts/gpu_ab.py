@@ -10,7 +10,8 @@ timed in interleaved rounds (kfuse.judge.timing, L2 flushed, CUDA events): the r
 variants can be told apart by a few percent, which separate judge runs cannot.
 
 `--emit LABEL=DIR` first writes this checkout's files for the problems into DIR (`kfuse optimize --no-check`, on
-this GPU) and adds them as variant LABEL. Emit both sides of an A/B on the GPU: the plan asks the GPU (eager's
+this GPU, with `--emit-flags LABEL=FLAGS` added) and adds them as variant LABEL. Each candidate is called twice on
+other inputs before the compared call (a file that captures a CUDA graph replays it from its second call). Emit both sides of an A/B on the GPU: the plan asks the GPU (eager's
 precision, channels-last), so a file emitted on a machine without one can be another plan (2026-11-26: a
 ConvTranspose3d problem NCHW there, channels-last here, 8.0 against 14.5 ms).
 
@@ -52,14 +53,14 @@ def prebuild(paths: list[Path], workers: int) -> dict[str, str]:
         return {p: err for p, err in pool.map(one, paths) if err}
 
 
-def emit(problems: list[Path], folder: Path, workers: int) -> dict[str, str]:
+def emit(problems: list[Path], folder: Path, workers: int, flags: list[str] = ()) -> dict[str, str]:
     """This checkout's ModelNew for each problem into folder/X_new.py, emitted here; returns the errors by problem."""
     folder.mkdir(parents=True, exist_ok=True)
 
     def one(problem: Path) -> tuple[str, str]:
         output = folder / f"{problem.stem}_new.py"
         command = [sys.executable, "-m", "kfuse", "optimize", str(problem), "-o", str(output), "--device", "cuda",
-                   "--no-check"]
+                   "--no-check", *flags]
         done = subprocess.run(command, capture_output=True, text=True, timeout=900,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
         last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
@@ -93,6 +94,8 @@ def run_problem(problem_path: Path, variants: dict[str, Path], device: torch.dev
             new = module.ModelNew(*init).to(device)
             new.load_state_dict(ref.state_dict())
             with torch.no_grad():
+                for seed in (2, 3):  # (a file that captures a CUDA graph does so by its second call)
+                    new(*make_inputs(problem, seed, device))
                 got = new(*inputs)
             torch.cuda.synchronize()
         except Exception as err:  # this variant only; a sticky CUDA error fails the rest of the problem too
@@ -124,6 +127,8 @@ def main() -> int:
     parser.add_argument("problems", nargs="+", type=Path)
     parser.add_argument("--variant", action="append", default=[], help="LABEL=DIR of *_new.py candidates")
     parser.add_argument("--emit", action="append", default=[], help="LABEL=DIR: emit this checkout's files there first")
+    parser.add_argument("--emit-flags", action="append", default=[],
+                        help="LABEL=FLAGS: kfuse optimize's extra flags for --emit LABEL (e.g. 'off=--cuda-graph off')")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--budget-s", type=float, default=400.0, help="no new problem starts after this")
     args = parser.parse_args()
@@ -132,8 +137,9 @@ def main() -> int:
         parser.error("give at least one --variant or --emit")
     args.out.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
+    flags = {label: text.split() for label, text in (f.split("=", 1) for f in args.emit_flags)}
     for label, folder in (v.split("=", 1) for v in args.emit):
-        failed = emit(args.problems, Path(folder), workers=min(8, os.cpu_count() or 4))
+        failed = emit(args.problems, Path(folder), workers=min(8, os.cpu_count() or 4), flags=flags.get(label, []))
         print(f"emitted {label} into {folder} in {time.perf_counter() - began:.0f} s; errors: {failed}", flush=True)
     paths = [folder / f"{p.stem}_new.py" for p in args.problems for folder in variants.values()]
     errors = prebuild([p for p in paths if p.exists()], workers=min(16, os.cpu_count() or 4))

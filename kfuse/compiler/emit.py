@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import inspect
 import json
 import re
 import textwrap
@@ -18,6 +19,8 @@ from pathlib import Path
 from kfuse import __version__
 from kfuse.compiler.capture import Captured
 from kfuse.compiler.codegen import REGISTRATION, Sources
+from kfuse.kernels import choices
+from kfuse.compiler.graphed import GraphedForward, launches_per_forward, use_graph
 
 
 # An emitted file's build flags (and the torch.compile backend's, kfuse/backend.py: one place to change them).
@@ -209,6 +212,14 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
         '                 if "no_implicit_headers" in load_inline.__code__.co_varnames else {})\n'
         "# Built once per source (the name carries a hash of both sources) and imported as a module.\n"
         + build_notes + "kernels = load_inline(\n    " + ",\n    ".join(build) + ",\n)\n")
+    graphed = use_graph(choices.current().cuda_graph, target, captured.graph, sources)
+    if graphed:
+        copied = [i for i, a in enumerate(call_args) if a in forward_args]
+        run = "lambda *tensors: kernels.forward(list(tensors))" if sources.packed else "kernels.forward"
+        kernel_block.append(
+            f"\n{inspect.getsource(GraphedForward)}\n\n"
+            f"# {launches_per_forward(sources)} launches per forward (kernels and library calls): one graph launches them.\n"
+            f"forward_graph = GraphedForward({run}, copied={copied})\n")
     bases = ", ".join(ast.get_source_segment(source, b) for b in model.bases)
     model_new = [f"class ModelNew({bases}):",
                  f'    """{problem_path.name}\'s Model with its forward fused into kfuse kernels."""\n']
@@ -221,7 +232,10 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     for path in moved:
         model_new.append(f"        {path} = {path}.to({first_tensor}.device)  # a plain tensor attribute, as Model moves it")
     listed = ", ".join(call_args)
-    call = f"kernels.forward([{listed}])" if sources.packed else f"kernels.forward({listed})"
+    if graphed:
+        call = f"forward_graph({listed})"
+    else:
+        call = f"kernels.forward([{listed}])" if sources.packed else f"kernels.forward({listed})"
     structure = captured.structure
     if structure == "tensor":
         model_new.append(f"        return {call}")
@@ -260,7 +274,8 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     header += "".join(f"{f}\n" for f in future)
     binds_torch = any(isinstance(n, ast.Import) and any(a.name.split(".")[0] == "torch" and not a.asname for a in n.names)
                       for n in tree.body)
-    header += ("" if binds_torch else "import torch\n") + "from torch.utils.cpp_extension import load_inline\n"
+    header += ("import collections\n" if graphed else "") + ("" if binds_torch else "import torch\n")
+    header += "from torch.utils.cpp_extension import load_inline\n"
     return header + _join([c for c, _ in kept], [n for _, n in kept]) + "\n"
 
 

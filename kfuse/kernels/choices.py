@@ -33,6 +33,9 @@ class Choices:
     # "tf32" what a TF32 call reads; "all" every op but the pointwise ones a kernel computes exactly, the fallback
     # for a file the judge found as accurate as eager but not within KernelBench's 1e-4 of it (`kfuse optimize`)
     eager_bits: str = "tf32"
+    # CUDA: the forward launched as one CUDA graph (kfuse/compiler/graphed.py): "auto" where it makes many launches,
+    # "on" wherever it can be captured, "off" never
+    cuda_graph: str = "auto"
 
     def label(self) -> str:
         """What differs from the defaults ("name=value, ..."), or "default"."""
@@ -55,6 +58,8 @@ ALTERNATIVES: list[Choices] = [
     replace(Choices(), conv_kernels="library"),
     replace(Choices(), small_filter_tensor_cores=False),
     replace(Choices(), channels_last=False),
+    replace(Choices(), cuda_graph="on"),
+    replace(Choices(), cuda_graph="off"),
 ]
 
 _ACTIVE: contextvars.ContextVar[Choices] = contextvars.ContextVar("kfuse_choices", default=Choices())
