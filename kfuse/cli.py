@@ -158,6 +158,9 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
         if verdict["status"] == "correct-parity" and not eager_rounding:
             verdict = _eager_rounding_fallback(problem, output, device, precision, options, verdict, report,
                                                cuda_graph)
+        if verdict["status"] not in ("correct", "correct-parity") and report.get("cuda_graph"):
+            verdict = _ungraphed_fallback(problem, output, device, precision, options, verdict, report,
+                                          eager_rounding or report.get("eager_rounding_fallback", False))
         report["verdict"] = verdict
         status = verdict["status"]
         if verdict.get("stages_s"):
@@ -193,6 +196,34 @@ def _eager_rounding_fallback(problem: Path, output: Path, device: str, precision
     second.replace(output)
     report.update({**result.to_dict(), "output": str(output), "eager_rounding_fallback": True})
     click.echo(f"kfuse: kept the file with eager's rounding ({len(result.kernels)} kernel(s))", err=True)
+    return again
+
+
+def _ungraphed_fallback(problem: Path, output: Path, device: str, precision: str, options, verdict: dict,
+                        report: dict, eager_rounding: bool) -> dict:
+    """A file whose forward runs as one CUDA graph failed the judge: plan it again without the graph (a capture
+    the planner's rules did not foresee failing). The new file replaces the first only if the judge finds it
+    correct."""
+    from kfuse.kernels import choices
+    from kfuse.compiler.optimize import optimize
+
+    click.echo(f"kfuse: {verdict['status']} with the forward as one CUDA graph: planning again without it", err=True)
+    second = output.with_name(f"{output.stem}_ungraphed.py")
+    planned = choices.EAGER_ROUNDING if eager_rounding else choices.Choices()
+    try:
+        with choices.using(dataclasses.replace(planned, cuda_graph="off")):
+            result = optimize(problem, second, device, precision)
+    except UsageError as err:
+        click.echo(f"kfuse: no such file: {err}", err=True)
+        return verdict
+    again = judge_with_progress(problem, second, options)
+    if again["status"] != "correct":
+        click.echo(f"kfuse: that file is {again['status']}: keeping the first", err=True)
+        second.unlink(missing_ok=True)
+        return verdict
+    second.replace(output)
+    report.update({**result.to_dict(), "output": str(output), "ungraphed_fallback": True})
+    click.echo("kfuse: kept the file without the CUDA graph", err=True)
     return again
 
 

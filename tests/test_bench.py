@@ -674,6 +674,47 @@ def test_a_correct_parity_file_is_optimized_again_with_eager_rounding(tmp_path, 
     assert records["second"] == {"status": "correct-parity"}
 
 
+def test_a_graphed_file_the_judge_failed_is_optimized_again_without_the_graph(tmp_path, monkeypatch):
+    """bench.ungraphed_pass: a problem whose file ran as one CUDA graph and failed is optimized again with
+    `--cuda-graph off` (and eager's rounding where its file had it); correct or correct-parity ones are left."""
+    import threading
+
+    from kfuse.bench import runner as bench
+
+    problems = []
+    for name in ("crashed", "rounded", "fine", "plain"):
+        path = tmp_path / f"{name}.py"
+        path.write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
+        problems.append(bench.Problem(name, path))
+    options = bench.BenchOptions(device="cpu", out=tmp_path / "out")
+    (options.out / "cache").mkdir(parents=True)
+    asked = []
+
+    def optimize(self, problem):
+        assert self.ungraphed
+        asked.append((problem.id, self.eager_rounding))
+        path = tmp_path / f"{problem.id}_ungraphed.py"
+        path.write_text(f"# {problem.id} without the graph\n")
+        return {"path": path, "optimized": {"kernels": []}}
+
+    monkeypatch.setattr(bench.Optimizer, "__call__", optimize)
+
+    class Runner:
+        def run(self, jobs, on_start, on_done):
+            for problem, job in jobs:
+                on_done(problem, {"status": "correct"})
+
+    records = {"crashed": {"status": "crashed", "cuda_graph": True},
+               "rounded": {"status": "incorrect", "cuda_graph": True, "eager_rounding": True},
+               "fine": {"status": "correct", "cuda_graph": True},
+               "plain": {"status": "crashed", "cuda_graph": False}}
+    assert bench.ungraphed_pass(problems, records, options, Runner(), lambda p: None, threading.Lock()) == 2
+    assert asked == [("crashed", False), ("rounded", True)]
+    assert records["crashed"]["status"] == "correct" and records["crashed"]["ungraphed"]
+    assert records["rounded"]["eager_rounding"] and records["rounded"]["ungraphed"]
+    assert records["plain"]["status"] == "crashed"
+
+
 def test_the_ledger_replay_reads_a_run_and_replays_it(tmp_path):
     """scripts/replay_ledger.py: a run's judgements (data bytes from results.json, lengths from the log's `judged A-B
     s` lines) through LocalRunner; two jobs needing 38 GiB each do not fit in 90% of 80 GiB, so they run one after

@@ -2,6 +2,7 @@
 records the forward's work at capture and does it again at each replay, on the same tensors, as a real graph does."""
 
 import ast
+import json
 import contextlib
 import textwrap
 from pathlib import Path
@@ -172,17 +173,19 @@ class Sources:
         self.unfused = [{"op": op} for op in unfused]
 
 
-def test_the_rule_counts_launches_not_views():
+def test_the_rule_counts_launches_not_views_and_weighs_the_copies():
     empty = torch.fx.Graph()
-    many = Sources(10, ["aten.view.default"] * 20 + ["aten.cat.default"] * 5)
-    assert graphed.launches_per_forward(many) == 15
-    assert not graphed.use_graph("auto", "cuda", empty, many)
-    assert graphed.use_graph("auto", "cuda", empty, Sources(10, ["aten.cat.default"] * 6))
-    assert graphed.use_graph("on", "cuda", empty, Sources(1, []))
-    assert not graphed.use_graph("on", "cpu", empty, Sources(99, []))
-    assert not graphed.use_graph("off", "cuda", empty, Sources(99, []))
+    many = Sources(50, ["aten.view.default"] * 20 + ["aten.cat.default"] * 10)
+    assert graphed.launches_per_forward(many) == 60
+    assert not graphed.use_graph("auto", "cuda", empty, many, copied_bytes=0)
+    enough = Sources(50, ["aten.cat.default"] * 14)
+    assert graphed.use_graph("auto", "cuda", empty, enough, copied_bytes=10 << 20)
+    assert not graphed.use_graph("auto", "cuda", empty, enough, copied_bytes=1 << 30)  # 1 GB in and out
+    assert graphed.use_graph("on", "cuda", empty, Sources(1, []), copied_bytes=1 << 30)
+    assert not graphed.use_graph("on", "cpu", empty, Sources(99, []), copied_bytes=0)
+    assert not graphed.use_graph("off", "cuda", empty, Sources(99, []), copied_bytes=0)
     with pytest.raises(ValueError, match="one of auto, on, off"):
-        graphed.use_graph("always", "cuda", empty, many)
+        graphed.use_graph("always", "cuda", empty, many, copied_bytes=0)
 
 
 LAYERS = textwrap.dedent("""
@@ -224,3 +227,29 @@ def test_the_emitted_forward_copies_exactly_the_caller_s_inputs(tmp_path):
     with choices.using(choices.Choices(cuda_graph="off")):
         plain = optimize(problem, tmp_path / "plain_new.py", "cuda").path.read_text()
     assert "GraphedForward" not in plain and "import collections" not in plain
+
+
+def test_optimize_plans_again_without_the_graph_when_the_judge_fails_the_graphed_file(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    import kfuse.cli
+    import kfuse.compiler.optimize
+
+    problem = tmp_path / "layers.py"
+    problem.write_text(LAYERS)
+    monkeypatch.setattr(kfuse.compiler.optimize, "use_graph", lambda choice, *rest: choice != "off")
+    judged = []
+
+    def judge(problem, candidate, options):
+        judged.append("GraphedForward" in candidate.read_text())
+        return {"status": "crashed" if judged[-1] else "correct", "reasons": []}
+
+    monkeypatch.setattr(kfuse.cli, "judge_with_progress", judge)
+    report = tmp_path / "report.json"
+    done = CliRunner().invoke(kfuse.cli.main, ["optimize", str(problem), "-o", str(tmp_path / "new.py"),
+                                               "--device", "cpu", "--json", str(report)])
+    assert done.exit_code == 0, done.output
+    assert judged == [True, False]
+    assert "GraphedForward" not in (tmp_path / "new.py").read_text()
+    written = json.loads(report.read_text())
+    assert written["ungraphed_fallback"] and not written["cuda_graph"] and written["status"] == "correct"

@@ -370,17 +370,19 @@ class Optimizer:
     the device, so a resumed run (a fresh machine with the carried --out) skips optimizing what it did before.
     """
 
-    def __init__(self, options: BenchOptions, eager_rounding: bool = False):
-        self.options, self.eager_rounding = options, eager_rounding  # (`kfuse optimize --eager-rounding`)
+    def __init__(self, options: BenchOptions, eager_rounding: bool = False, ungraphed: bool = False):
+        # (`kfuse optimize --eager-rounding`, `--cuda-graph off`)
+        self.options, self.eager_rounding, self.ungraphed = options, eager_rounding, ungraphed
         self.folder, self.memo = options.out / "candidates", options.out / "optimized"
         self.folder.mkdir(parents=True, exist_ok=True)
         self.memo.mkdir(exist_ok=True)
-        self.salt = f"{kfuse_sources_digest()} {torch_version()} {options.device}{' eager' * eager_rounding}".encode()
+        self.salt = (f"{kfuse_sources_digest()} {torch_version()} {options.device}{' eager' * eager_rounding}"
+                     f"{' ungraphed' * ungraphed}").encode()
 
     def __call__(self, problem: Problem) -> dict:
         """{"path", "optimized", "reused"}, or {"status": "unsupported", "reasons"}."""
         options = self.options
-        stem = f"{problem.id}_new{'_eager_rounding' * self.eager_rounding}"
+        stem = f"{problem.id}_new{'_eager_rounding' * self.eager_rounding}{'_ungraphed' * self.ungraphed}"
         path, report = self.folder / f"{stem}.py", self.folder / f".{stem}.json"
         for stale in (path, report):  # a file from an earlier run must not stand for this one
             stale.unlink(missing_ok=True)
@@ -394,7 +396,8 @@ class Optimizer:
         except (OSError, json.JSONDecodeError, KeyError):
             pass  # not emitted before (or unreadable: optimize says why)
         command = ["-m", "kfuse", "optimize", str(problem.path), "-o", str(path), "--device", options.device,
-                   "--no-check", "--json", str(report)] + ["--eager-rounding"] * self.eager_rounding
+                   "--no-check", "--json", str(report)] + ["--eager-rounding"] * self.eager_rounding \
+            + ["--cuda-graph", "off"] * self.ungraphed
         began = time.perf_counter()
         for attempt in range(1, OPTIMIZE_ATTEMPTS + 1):
             result = self._optimize_once(command, path, report)
@@ -436,7 +439,8 @@ class Optimizer:
         if done.returncode == 0 and report.exists():
             optimized = json.loads(report.read_text())
             report.unlink()
-            optimized = {k: optimized.get(k) for k in ("kernels", "library_calls", "unfused", "stages_s")}
+            optimized = {k: optimized.get(k) for k in ("kernels", "library_calls", "unfused", "stages_s", "launches",
+                                                       "cuda_graph")}
             return {"path": path, "optimized": optimized, "reused": False}
         errors = [line for line in stderr.splitlines() if line.startswith("kfuse: error: ")]
         if errors:  # kfuse's own one-line refusal
@@ -761,6 +765,8 @@ def record(problem: Problem, key: str | None, result: dict, options: BenchOption
         "kernels": [{"name": k.get("name"), "fuses": k.get("fuses", []), "in_place_into": k.get("in_place_into")}
                     for k in optimized.get("kernels", [])],
         "unfused": [{"op": u.get("op"), "reason": u.get("reason")} for u in optimized.get("unfused", [])],
+        "launches": optimized.get("launches"),  # kernels and library calls per forward
+        "cuda_graph": bool(optimized.get("cuda_graph")),  # ... launched as one CUDA graph
         "elapsed_s": result.get("elapsed_s"),
         "stages_s": stage_totals(optimized, result.get("prebuild"), verdict),
         "build_cache_hit": (result.get("prebuild") or {}).get("cache_hit"),
@@ -772,6 +778,7 @@ def record(problem: Problem, key: str | None, result: dict, options: BenchOption
         "cached": cached,
         "key": key,
         "eager_rounding": bool(result.get("eager_rounding")),  # optimize's second file (eager_rounding_pass)
+        "ungraphed": bool(result.get("ungraphed")),  # ... or third (ungraphed_pass)
     }
 
 
@@ -1272,8 +1279,9 @@ def _bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
                 if pipeline is not None:
                     try:
                         judged += eager_rounding_pass(problems, records, options, runner, on_start, lock)
+                        judged += ungraphed_pass(problems, records, options, runner, on_start, lock)
                     except Exception as err:  # noqa: BLE001 - the first verdicts stand; the run's report is written
-                        console.print(f"[yellow]kfuse bench: the eager-rounding pass failed[/]: {first_line(err)}",
+                        console.print(f"[yellow]kfuse bench: a second pass failed[/]: {first_line(err)}",
                                       highlight=False)
             except KeyboardInterrupt:
                 interrupted = True
@@ -1316,7 +1324,30 @@ def eager_rounding_pass(problems: list[Problem], records: dict, options: BenchOp
     would round otherwise and judged again; the new file replaces the first where the judge finds it correct.
     Returns the number judged."""
     again = [p for p in problems if records.get(p.id, {}).get("status") == "correct-parity"]
-    optimize = Optimizer(options, eager_rounding=True)
+    return replan(again, Optimizer(options, eager_rounding=True), {"eager_rounding": True}, records, options,
+                  runner, on_start, lock)
+
+
+def ungraphed_pass(problems: list[Problem], records: dict, options: BenchOptions, runner, on_start: Callable,
+                   lock: threading.Lock) -> int:
+    """kfuse optimize's fallback for a file whose forward runs as one CUDA graph and that the judge did not find
+    correct (kfuse/compiler/graphed.py): optimized again without the graph (and with eager's rounding where the
+    failed file had it) and judged again, replacing the first verdict where correct. Returns the number judged."""
+    judged = 0
+    for eager_rounding in (False, True):
+        again = [p for p in problems if records.get(p.id, {}).get("cuda_graph")
+                 and records[p.id].get("status") not in ("correct", "correct-parity")
+                 and bool(records[p.id].get("eager_rounding")) == eager_rounding]
+        optimize = Optimizer(options, eager_rounding=eager_rounding, ungraphed=True)
+        marks = {"ungraphed": True, "eager_rounding": eager_rounding}
+        judged += replan(again, optimize, marks, records, options, runner, on_start, lock)
+    return judged
+
+
+def replan(again: list[Problem], optimize: Optimizer, marks: dict, records: dict, options: BenchOptions, runner,
+           on_start: Callable, lock: threading.Lock) -> int:
+    """Each problem of `again` optimized again by `optimize` and judged; a correct verdict replaces its record,
+    with `marks` added (cached verdicts are reused). Returns the number judged."""
     jobs, keys = [], {}
     for problem in again:
         emitted = optimize(problem)
@@ -1331,8 +1362,7 @@ def eager_rounding_pass(problems: list[Problem], records: dict, options: BenchOp
         if hit is not None:
             if hit["result"].get("status") == "correct":
                 with lock:
-                    finish_problem(problem, key, {**hit["result"], "eager_rounding": True}, options, records,
-                                   cached=True)
+                    finish_problem(problem, key, {**hit["result"], **marks}, options, records, cached=True)
             continue
         keys[problem.id] = key
         jobs.append((problem, {**make_job(problem, options), "optimized": emitted["optimized"]}))
@@ -1345,7 +1375,7 @@ def eager_rounding_pass(problems: list[Problem], records: dict, options: BenchOp
                                  json.dumps({"key": key, "problem": str(problem.path), "result": result},
                                             default=str))
             if result.get("status") == "correct":
-                finish_problem(problem, key, {**result, "eager_rounding": True}, options, records, cached=False)
+                finish_problem(problem, key, {**result, **marks}, options, records, cached=False)
 
     if jobs:
         runner.run(jobs, on_start, on_done)

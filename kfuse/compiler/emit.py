@@ -16,11 +16,12 @@ import re
 import textwrap
 from pathlib import Path
 
+import torch
+
 from kfuse import __version__
 from kfuse.compiler.capture import Captured
 from kfuse.compiler.codegen import REGISTRATION, Sources
-from kfuse.kernels import choices
-from kfuse.compiler.graphed import GraphedForward, launches_per_forward, use_graph
+from kfuse.compiler.graphed import GraphedForward, launches_per_forward
 
 
 # An emitted file's build flags (and the torch.compile backend's, kfuse/backend.py: one place to change them).
@@ -152,8 +153,17 @@ def _frozen_numbers(forward: ast.FunctionDef, example_inputs: list) -> list[tupl
     return frozen
 
 
+def copied_bytes(captured: Captured, example_inputs: list) -> int:
+    """What a CUDA graph's forward copies per call: the caller's tensors in, the results out."""
+    values = {n.name: n.meta.get("val") for n in captured.graph.nodes}
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    tensors += [values[name] for name in captured.outputs if isinstance(values.get(name), torch.Tensor)]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
 def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, example_inputs: list,
-         precision: str = "fp32") -> str:
+         precision: str = "fp32", graphed: bool = False) -> str:
+    """The file's text. graphed: the forward runs as one CUDA graph (kfuse/compiler/graphed.py)."""
     source = problem_path.read_text(encoding="utf-8-sig")
     tree = ast.parse(source)
     model = _find_model(tree)
@@ -212,14 +222,13 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
         '                 if "no_implicit_headers" in load_inline.__code__.co_varnames else {})\n'
         "# Built once per source (the name carries a hash of both sources) and imported as a module.\n"
         + build_notes + "kernels = load_inline(\n    " + ",\n    ".join(build) + ",\n)\n")
-    graphed = use_graph(choices.current().cuda_graph, target, captured.graph, sources)
     if graphed:
         copied = [i for i, a in enumerate(call_args) if a in forward_args]
         run = "lambda *tensors: kernels.forward(list(tensors))" if sources.packed else "kernels.forward"
-        kernel_block.append(
-            f"\n{inspect.getsource(GraphedForward)}\n\n"
-            f"# {launches_per_forward(sources)} launches per forward (kernels and library calls): one graph launches them.\n"
-            f"forward_graph = GraphedForward({run}, copied={copied})\n")
+        launches = launches_per_forward(sources)
+        kernel_block.append(f"\n{inspect.getsource(GraphedForward)}\n\n"
+                            f"# {launches} launches per forward (kernels and library calls): one graph launches them.\n"
+                            f"forward_graph = GraphedForward({run}, copied={copied})\n")
     bases = ", ".join(ast.get_source_segment(source, b) for b in model.bases)
     model_new = [f"class ModelNew({bases}):",
                  f'    """{problem_path.name}\'s Model with its forward fused into kfuse kernels."""\n']

@@ -80,9 +80,14 @@ class GraphedForward:
             table.popitem(last=False)
 
 
-# A graph pays for itself where launches set the time. Below this many launches per forward the host's
-# launches hide behind the GPU's work, and the copies in and out are pure cost.
-MIN_LAUNCHES = 16
+# A graph pays for itself where the host's launches set the time. H100 A/B of the development set's networks
+# (results/cuda-graph-H100-2026-11-27/): each of the 8 with 86-1,026 launches per forward gained (6-10 us saved per
+# launch: DenseNet-121 9.3 -> 6.0 ms, EfficientNet-B1 2.2 -> 1.45); each with 15-40 lost 1-12% or stayed even (the
+# GPU was the bound; the copies in and out cost). Below MIN_LAUNCHES, and where copying the inputs and outputs
+# would cost more than a quarter of the launches saved, the forward stays as it is.
+MIN_LAUNCHES = 64
+SAVED_PER_LAUNCH_S = 5e-6
+COPY_BYTES_PER_S = 1e12  # (read and written once each: 2 TB/s of traffic)
 CHOICES = ("auto", "on", "off")
 
 
@@ -131,9 +136,12 @@ def waits_on_host(graph: torch.fx.Graph) -> bool:
     return False
 
 
-def use_graph(choice: str, target: str, graph: torch.fx.Graph, sources) -> bool:
+def use_graph(choice: str, target: str, graph: torch.fx.Graph, sources, copied_bytes: int) -> bool:
+    """Whether the forward is emitted as a graph. copied_bytes: the caller's inputs and the outputs."""
     if choice not in CHOICES:
         raise ValueError(f"cuda graph choice must be one of {', '.join(CHOICES)} (got {choice!r})")
     if target != "cuda" or choice == "off" or draws_random_numbers(graph) or waits_on_host(graph):
         return False
-    return choice == "on" or launches_per_forward(sources) >= MIN_LAUNCHES
+    launches = launches_per_forward(sources)
+    saved_s = launches * SAVED_PER_LAUNCH_S
+    return choice == "on" or (launches >= MIN_LAUNCHES and copied_bytes / COPY_BYTES_PER_S <= saved_s / 4)

@@ -14,7 +14,9 @@ import torch
 
 from kfuse.compiler.capture import CaptureError, capture
 from kfuse.compiler.codegen import generate
-from kfuse.compiler.emit import EmitError, emit
+from kfuse.compiler.emit import EmitError, copied_bytes, emit
+from kfuse.compiler.graphed import launches_per_forward, use_graph
+from kfuse.kernels import choices
 from kfuse.kernels.eager_precision import runs_tf32
 from kfuse.errors import UsageError
 from kfuse.loader import check_problem_source
@@ -31,10 +33,13 @@ class Optimized:
     library_calls: list[str]
     unfused: list[dict]
     stages_s: dict[str, float] = field(default_factory=dict)  # load, capture, plan, codegen (seconds)
+    launches: int = 0          # kernels and library calls per forward
+    cuda_graph: bool = False   # ... launched as one CUDA graph
 
     def to_dict(self) -> dict:
         return {"output": str(self.path), "target": self.target, "kernels": self.kernels,
-                "library_calls": self.library_calls, "unfused": self.unfused, "stages_s": self.stages_s}
+                "library_calls": self.library_calls, "unfused": self.unfused, "stages_s": self.stages_s,
+                "launches": self.launches, "cuda_graph": self.cuda_graph}
 
 
 class Stopwatch:
@@ -104,11 +109,14 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
     clock.stage("codegen")
     try:
         sources = generate(captured, steps, device)
-        text = emit(problem_path, captured, sources, device, example, precision)
+        graphed = use_graph(choices.current().cuda_graph, device, captured.graph, sources,
+                            copied_bytes(captured, example))
+        text = emit(problem_path, captured, sources, device, example, precision, graphed)
     except (EmitError, NotImplementedError) as err:
         raise UsageError(f"cannot emit a ModelNew for {problem_path.name}: {err}") from None
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text)
     clock.stage(None)
-    return Optimized(output, device, sources.kernels, sources.library_calls, sources.unfused, clock.seconds)
+    return Optimized(output, device, sources.kernels, sources.library_calls, sources.unfused, clock.seconds,
+                     launches_per_forward(sources), graphed)
 
