@@ -376,3 +376,13 @@ def test_a_model_of_the_user_s_own_package_through_a_factory(tmp_path):
     wrong = subprocess.run([sys.executable, "-m", "kfuse", "optimize", "--model", "mymodels:absent", "--device", "cpu"],
                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert wrong.returncode == 2 and wrong.stderr.startswith("kfuse: error: --model mymodels:absent")
+
+
+def test_running_statistics_moved_on_by_the_timed_calls_still_match_at_another_batch(optimized):
+    """The timed calls update a training BatchNorm's statistics in the candidate and not in the judge's reference:
+    the reference takes them over before the other batch sizes, whose trials then compare one call's update."""
+    verdict = check(PROBLEMS / "batchnorm1d_train.py", optimized["batchnorm1d_train"].path,
+                    CheckOptions(device="cpu", time=True, compile_modes=[], timeout=300, seed=7, min_seconds=0.02,
+                                 timing_trials=5))
+    assert verdict["status"] == "correct", verdict["reasons"]
+    assert verdict["other_batch"] == "passed", verdict["other_batch"]

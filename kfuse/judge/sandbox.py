@@ -195,6 +195,9 @@ class Sandbox:
         self.last_output = out
         return {"ms": ms}
 
+    def buffers(self) -> dict:
+        return {"buffers": dict(self.candidate.named_buffers())}
+
     def timed_output(self) -> dict:
         return {"outputs": [plain_outputs(self.last_output)]}
 
