@@ -118,6 +118,8 @@ EXPECTED = {
     "numbers_made_on_the_input_device": ([["add", "min", "max", "mul", "clamp"]], []),
     # views stay ATen calls, made as reshapes: kfuse's results need not have eager's layout
     "views_around_a_product": ([["matmul"], ["softmax"], ["matmul"]], ["view", "view", "transpose", "view", "view"]),
+    # reshapes sized with the batch (export writes reshape(12, -1)): read from their input at run time (another batch)
+    "batch_views": ([["linear"], ["relu", "sum", "mul"]], ["reshape", "reshape"]),
     # kfuse/kernels/recurrent.py: each nn.GRU a GEMM per layer and one recurrence kernel (both directions, every step);
     # the second one's initial state a plain tensor attribute made in __init__, moved in forward (capture reads it
     # as an input, ModelNew moves it as Model does); a call count kept in another is written back (copy_)
@@ -141,7 +143,7 @@ JUDGED_TOGETHER = {
     "pointwise_and_gemm_family": ["bias_gelu_clamp", "activation_chain", "broadcast_two_inputs",
                                   "scalar_tensors_in_forward", "numbers_made_on_the_input_device", "gemm_forms",
                                   "gemm_sums", "gemm_sums_kept", "kernelbench_style", "linear_scale_leaky",
-                                  "repeated_blocks"],
+                                  "repeated_blocks", "batch_views"],
     # reductions over every kind of dimension, arg-extremes, vector norms and losses
     "reduction_and_loss_family": ["sum_middle_dim_tanh", "mean_keepdim_center", "amax_two_dims",
                                   "argmax_middle_dim", "max_dim_values_indices", "arg_extremes_special",

@@ -746,6 +746,24 @@ _AS_RESHAPE = {("aten::view", ""), ("aten::_unsafe_view", "")}
 _CONTIGUOUS_STATE = {("aten::lstm", "hx"), ("aten::gru", "hx"), ("aten::rnn_tanh", "hx"), ("aten::rnn_relu", "hx")}
 
 
+# Export records a view's sizes as numbers, the batch among them (`x.view(x.size(0), -1)` becomes view(10, -1)):
+# sizes that repeat the input's leading ones are read from the input at run time, so the file takes other
+# batch sizes as the Model does.
+_SIZED_AFTER_INPUT = {"aten::reshape", "aten::view", "aten::_unsafe_view", "aten::expand"}
+
+
+def _sizes_after_input(sizes, source, names: dict[str, str]) -> str:
+    """The size list of a view of `source`, its leading entries equal to source's own read from it at run time."""
+    shape = getattr(source.meta.get("val"), "shape", None) if isinstance(source, torch.fx.Node) else None
+    if shape is None or not all(isinstance(x, int) for x in sizes):
+        return render_ivalue(sizes, names)
+    parts, leading = [], True
+    for i, size in enumerate(sizes):
+        leading = leading and i < len(shape) and size == shape[i] and size >= 0
+        parts.append(f"{names[source.name]}.size({i})" if leading else f"int64_t({size})")
+    return "c10::IValue(std::vector<int64_t>{" + ", ".join(parts) + "})"
+
+
 def _library_call(call: LibraryCall, names: dict[str, str], handles: list[str]) -> str:
     node = call.node
     schema = node.target._schema
@@ -772,6 +790,8 @@ def _library_call(call: LibraryCall, names: dict[str, str], handles: list[str]) 
         if isinstance(value, (int, float)) and str(arg.type).startswith("Tensor"):
             # A Python number where the op takes a Tensor: a wrapped number, as eager PyTorch passes it.
             rendered.append(f"kf::wrapped_number({_scalar(value)})")
+        elif name in _SIZED_AFTER_INPUT and arg.name in ("size", "shape"):
+            rendered.append(_sizes_after_input(value, node.args[0], local))
         else:
             rendered.append(render_ivalue(value, local, arg.type))
     args = ", ".join(rendered)

@@ -2,7 +2,7 @@
 forward makes many launches, and the rule that decides when.
 
 A network at a small batch is bound by its launches: each kernel or library call costs the host a few
-microseconds, more than the GPU spends on many of them (15_DenseNet121: 374 launches per forward). A CUDA graph
+microseconds, more than the GPU spends on many of them (15_DenseNet121: 373 launches per forward). A CUDA graph
 replays them all from one launch. The class below is plain PyTorch (torch.cuda.graph), so the emitted file stays
 standalone; tests/test_graphed.py drives it on the CPU with a stand-in for the graph API.
 """
@@ -25,7 +25,7 @@ class GraphedForward:
     cuDNN choose and allocate outside the graph). The replay runs on the caller's current stream. A tensor off the
     GPU (its value would be read once, at capture), or a call inside another capture, runs the forward as it is.
     The planner leaves out forwards that draw random numbers or wait on the host; where capture still fails, the
-    error is torch's (the judge then plans the file again without a graph)."""
+    error is torch's (kfuse optimize then plans the file again without a graph)."""
 
     HELD = 2  # graphs kept at once: each holds the memory of its forward's intermediates
     DEVICE = "cuda"  # where every tensor argument must be for a capture
