@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from kfuse.compiler.capture import capture
+from kfuse.compiler.capture import BATCH_SIZES, capture, mark_batch_sizes
 
 
 class Discards(nn.Module):
@@ -58,3 +58,25 @@ def test_unused_results_stay_where_dropping_them_leaves_no_kernel(tmp_path):
     assert [k["fuses"] for k in done.kernels] == [["aten.relu.default", "aten.mul.Tensor"]]
     text = (tmp_path / "unused_new.py").read_text()
     assert "computed but never returned" in text and "aten.relu.default, aten.mul.Tensor" in text
+
+
+class Heads(nn.Module):
+    """Sizes export writes as numbers: the batch (4), the head count (also 4) and the batch times the heads."""
+
+    def forward(self, x):
+        b, t, c = x.shape
+        heads = x.reshape(b, t, 4, c // 4).transpose(1, 2).reshape(b * 4, t, c // 4)
+        return heads.sum(dim=1).reshape(b, 4 * (c // 4))
+
+
+def test_the_sizes_that_follow_the_batch_are_those_a_second_capture_moves():
+    meta = torch.device("meta")
+    first = capture(Heads(), [torch.empty(4, 6, 8, device=meta)])
+    again = capture(Heads(), [torch.empty(3, 6, 8, device=meta)])
+    assert mark_batch_sizes(first, 4, again, 3) == "x"
+    marked = {n.name: n.meta[BATCH_SIZES] for n in first.graph.nodes if BATCH_SIZES in n.meta}
+    # the head count equals the batch here, and stays a number: only what moved with it follows it
+    assert marked == {"reshape": {(1, 0): (1, 0)}, "reshape_1": {(1, 0): (4, 0)}, "reshape_2": {(1, 0): (1, 0)}}
+    different = capture(nn.Flatten(), [torch.empty(4, 6, 8, device=meta)])
+    assert mark_batch_sizes(first, 4, different, 3) is None  # other ops: nothing is marked
+

@@ -118,8 +118,9 @@ EXPECTED = {
     "numbers_made_on_the_input_device": ([["add", "min", "max", "mul", "clamp"]], []),
     # views stay ATen calls, made as reshapes: kfuse's results need not have eager's layout
     "views_around_a_product": ([["matmul"], ["softmax"], ["matmul"]], ["view", "view", "transpose", "view", "view"]),
-    # reshapes sized with the batch (export writes reshape(12, -1)): read from their input at run time (another batch)
-    "batch_views": ([["linear"], ["relu", "sum", "mul"]], ["reshape", "reshape"]),
+    # sizes export writes as numbers that follow the batch (reshape(12, -1), expand([12, -1])): read from the batch
+    # input at run time, so the file takes another batch as the Model does
+    "batch_views": ([["linear"], ["relu", "sum", "mul"]], ["reshape", "expand", "cat", "reshape"]),
     # kfuse/kernels/recurrent.py: each nn.GRU a GEMM per layer and one recurrence kernel (both directions, every step);
     # the second one's initial state a plain tensor attribute made in __init__, moved in forward (capture reads it
     # as an input, ModelNew moves it as Model does); a call count kept in another is written back (copy_)
@@ -388,3 +389,13 @@ def test_running_statistics_moved_on_by_the_timed_calls_still_match_at_another_b
                                  timing_trials=5))
     assert verdict["status"] == "correct", verdict["reasons"]
     assert verdict["other_batch"] == "passed", verdict["other_batch"]
+
+
+def test_sizes_that_follow_the_batch_take_another_batch(optimized):
+    text = optimized["batch_views"].path.read_text()
+    assert text.count("std::vector<int64_t>{x.size(0), ") == 3
+    verdict = check(PROBLEMS / "batch_views.py", optimized["batch_views"].path,
+                    CheckOptions(device="cpu", time=False, compile_modes=[], timeout=300, seed=5))
+    assert verdict["status"] == "correct", verdict["reasons"]
+    assert verdict["other_batch"] == "passed", verdict["other_batch"]
+

@@ -38,6 +38,7 @@ class Captured:
     structure: object = "tensor"
     dropped: list[str] = field(default_factory=list)   # the ops of results nothing read, dropped (their targets)
     kept_unused: list[str] = field(default_factory=list)  # ... or kept, where dropping them left no kernel (optimize)
+    batch_input: str | None = None  # the user input whose first dim is the batch, where sizes follow it (BATCH_SIZES)
 
     @property
     def returns_tuple(self) -> bool:
@@ -405,3 +406,38 @@ def capture(model: torch.nn.Module, example_inputs: list, drop_no_op_moves: bool
         else:
             raise CaptureError(f"unsupported graph output of kind {spec.kind.name}")
     return Captured(exported.graph, inputs, outputs, updates, structure=output_structure(probe), dropped=dropped)
+
+
+# node.meta key: {(argument position, list item or None): (per_batch, offset)}, the numbers among a node's arguments
+# that follow the batch: value = per_batch * batch + offset.
+BATCH_SIZES = "kfuse_batch_sizes"
+
+
+def mark_batch_sizes(captured: Captured, batch: int, other: Captured, other_batch: int) -> str | None:
+    """Export writes every size as a number, the batch's among them (`x.view(x.size(0), -1)` becomes view(10, -1),
+    `cls.expand(x.size(0), -1, -1)` expand([10, -1, -1])). The same model captured at another batch tells which
+    numbers follow it: those that differ, as a line through the two. Marks them on captured's nodes (BATCH_SIZES)
+    and returns the name of the user input whose first dim is the batch; None (nothing marked) where the two graphs
+    are not the same ops in the same order, or no input holds the batch."""
+    source = next((i.name for i in captured.inputs if i.kind == "user" and i.rank), None)
+    ops = [n for n in captured.graph.nodes if n.op == "call_function"]
+    others = [n for n in other.graph.nodes if n.op == "call_function"]
+    if source is None or len(ops) != len(others) or any(a.target != b.target for a, b in zip(ops, others)):
+        return None
+    step = other_batch - batch
+    marked = {}
+    for node, twin in zip(ops, others):
+        lines = {}
+        for position, (value, moved) in enumerate(zip(node.args, twin.args)):
+            pairs = [(None, value, moved)]
+            if isinstance(value, (list, tuple)) and isinstance(moved, (list, tuple)) and len(value) == len(moved):
+                pairs = [(item, v, m) for item, (v, m) in enumerate(zip(value, moved))]
+            for item, v, m in pairs:
+                if type(v) is int and type(m) is int and v != m and (m - v) % step == 0:
+                    per_batch = (m - v) // step
+                    lines[(position, item)] = (per_batch, v - per_batch * batch)
+        if lines:
+            marked[node] = lines
+    for node, lines in marked.items():
+        node.meta[BATCH_SIZES] = lines
+    return source

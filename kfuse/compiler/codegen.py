@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kfuse.compiler.capture import Captured
+from kfuse.compiler.capture import BATCH_SIZES, Captured
 from kfuse.compiler.plan import Plan
 from kfuse.kernels import attention, ops, recurrent
 from kfuse.kernels import conv as convolutions
@@ -746,22 +746,23 @@ _AS_RESHAPE = {("aten::view", ""), ("aten::_unsafe_view", "")}
 _CONTIGUOUS_STATE = {("aten::lstm", "hx"), ("aten::gru", "hx"), ("aten::rnn_tanh", "hx"), ("aten::rnn_relu", "hx")}
 
 
-# Export records a view's sizes as numbers, the batch among them (`x.view(x.size(0), -1)` becomes view(10, -1)):
-# sizes that repeat the input's leading ones are read from the input at run time, so the file takes other
-# batch sizes as the Model does.
-_SIZED_AFTER_INPUT = {"aten::reshape", "aten::view", "aten::_unsafe_view", "aten::expand"}
+def _batch_following(value, lines: dict, position: int, names: dict[str, str]) -> str | None:
+    """The C++ of an argument some of whose numbers follow the batch (capture.BATCH_SIZES): those computed from the
+    batch input's first dim at run time, so that the file takes another batch as the Model does; None: none do."""
+    def number(item, v) -> str:
+        if (position, item) not in lines:
+            return f"int64_t({v})"
+        per_batch, offset = lines[(position, item)]
+        term = names["__batch__"] if per_batch == 1 else f"{per_batch} * {names['__batch__']}"
+        return term if offset == 0 else f"({term} {'+' if offset > 0 else '-'} {abs(offset)})"
 
-
-def _sizes_after_input(sizes, source, names: dict[str, str]) -> str:
-    """The size list of a view of `source`, its leading entries equal to source's own read from it at run time."""
-    shape = getattr(source.meta.get("val"), "shape", None) if isinstance(source, torch.fx.Node) else None
-    if shape is None or not all(isinstance(x, int) for x in sizes):
-        return render_ivalue(sizes, names)
-    parts, leading = [], True
-    for i, size in enumerate(sizes):
-        leading = leading and i < len(shape) and size == shape[i] and size >= 0
-        parts.append(f"{names[source.name]}.size({i})" if leading else f"int64_t({size})")
-    return "c10::IValue(std::vector<int64_t>{" + ", ".join(parts) + "})"
+    if not any(p == position for p, _ in lines) or "__batch__" not in names:
+        return None
+    if isinstance(value, int):
+        return f"c10::IValue({number(None, value)})"
+    if isinstance(value, (list, tuple)) and all(type(v) is int for v in value):
+        return "c10::IValue(std::vector<int64_t>{" + ", ".join(number(i, v) for i, v in enumerate(value)) + "})"
+    return None
 
 
 def _library_call(call: LibraryCall, names: dict[str, str], handles: list[str]) -> str:
@@ -790,10 +791,9 @@ def _library_call(call: LibraryCall, names: dict[str, str], handles: list[str]) 
         if isinstance(value, (int, float)) and str(arg.type).startswith("Tensor"):
             # A Python number where the op takes a Tensor: a wrapped number, as eager PyTorch passes it.
             rendered.append(f"kf::wrapped_number({_scalar(value)})")
-        elif name in _SIZED_AFTER_INPUT and arg.name in ("size", "shape"):
-            rendered.append(_sizes_after_input(value, node.args[0], local))
         else:
-            rendered.append(render_ivalue(value, local, arg.type))
+            following = _batch_following(value, node.meta.get(BATCH_SIZES, {}), len(rendered), local)
+            rendered.append(following or render_ivalue(value, local, arg.type))
     args = ", ".join(rendered)
     kind = "library call" if call.anchor else "ATen call, unfused"
     if call.channels_last:
@@ -931,6 +931,8 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     names = {i.name: i.name for i in captured.inputs}
     first_tensor = next((i.name for i in captured.inputs if i.dtype is not None), None)
     names["__device__"] = f"{first_tensor}.device()" if first_tensor else "at::Device(at::kCPU)"
+    if captured.batch_input is not None:
+        names["__batch__"] = f"{captured.batch_input}.size(0)"
 
     def pointwise_text(k: FusedKernel) -> str:
         device = (_cuda_kernels(k) + (_channels_last_kernel(k) if k.channels_last_input else "")

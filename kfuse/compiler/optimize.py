@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from kfuse.compiler.capture import CaptureError, capture
+from kfuse.compiler.capture import CaptureError, capture, mark_batch_sizes
 from kfuse.compiler.codegen import generate
 from kfuse.compiler.emit import EmitError, copied_bytes, emit
 from kfuse.compiler.graphed import launches_per_forward, use_graph
@@ -22,7 +22,7 @@ from kfuse.errors import UsageError
 from kfuse.loader import check_problem_source
 from kfuse import PRECISIONS
 from kfuse.compiler.plan import add_convolution_epilogues, plan
-from kfuse.problem import ProblemError, build_reference, load_problem, make_inputs
+from kfuse.problem import ProblemError, build_reference, load_problem, make_inputs, resized_batch
 
 
 @dataclass
@@ -80,6 +80,7 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
         captured = capture(model, example)
     except CaptureError as err:
         raise UsageError(str(err)) from None
+    follow_the_batch(captured, problem, init_inputs, example)
     clock.stage("plan")
     add_convolution_epilogues(captured, device, precision)
     steps = plan(captured.graph, device, precision)
@@ -91,6 +92,7 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
         model = build_reference(problem, init_inputs, seed=0, device=meta)  # (capture turns carried state into buffers)
         captured = capture(model, example, drop_unused=False)
         captured.kept_unused = unused
+        follow_the_batch(captured, problem, init_inputs, example, drop_unused=False)
         add_convolution_epilogues(captured, device, precision)
         steps = plan(captured.graph, device, precision)
     if not steps.has_kernels:
@@ -120,3 +122,19 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
     return Optimized(output, device, sources.kernels, sources.library_calls, sources.unfused, clock.seconds,
                      launches_per_forward(sources), graphed)
 
+
+def follow_the_batch(captured, problem, init_inputs: list, example: list, drop_unused: bool = True) -> None:
+    """The model captured again at another batch (on meta: no memory, a second or two): the sizes that moved with it
+    are marked to be read from the batch input at run time (capture.mark_batch_sizes). A model that cannot be
+    captured at another batch keeps every size as captured."""
+    other = resized_batch(example)
+    if other is None:
+        return
+    try:
+        again = capture(build_reference(problem, init_inputs, seed=0, device=torch.device("meta")), other,
+                        drop_unused=drop_unused)
+    except CaptureError:
+        return
+    batch = next(x.shape[0] for x in example if isinstance(x, torch.Tensor))
+    resized = next(x.shape[0] for x in other if isinstance(x, torch.Tensor))
+    captured.batch_input = mark_batch_sizes(captured, batch, again, resized)
