@@ -259,6 +259,41 @@ def test_nvcc_compiles_a_transposed_convolution_with_tensor_cores(tmp_path, monk
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+def test_nvcc_compiles_the_pointwise_tf32_kernel_where_the_choice_asks_for_it(tmp_path, monkeypatch):
+    """choices.conv_pointwise_tc: a bare 1x1 convolution eager runs in TF32 gets kf::conv_pointwise_tc compiled in
+    (KF_CONV_POINTWISE_TC); without the choice, or for a 3x3 filter, the file does not define it."""
+    from kfuse.kernels import choices
+
+    monkeypatch.setattr("kfuse.kernels.eager_precision.convolution_runs_tf32", lambda node: True)
+    monkeypatch.setattr("kfuse.kernels.conv.tf32_rounding", lambda node: "rne")
+    pointwise = conv_problem(tmp_path, "pointwise", "Conv2d(64, 96, 1, bias=False)", (2, 64, 12, 20),
+                             forward="self.conv(x)")
+    square = conv_problem(tmp_path, "square", "Conv2d(64, 96, 3, bias=False)", (2, 64, 12, 20),
+                          forward="self.conv(x)")
+
+    def cuda_source(problem: Path, on: bool) -> str:
+        with choices.using(choices.Choices(conv_pointwise_tc=on)):
+            result = optimize(problem, tmp_path / f"{problem.stem}_{on}.py", "cuda")
+        assert [k.get("tf32") for k in result.kernels] == ["rne"]
+        tree = ast.parse(result.path.read_text())
+        return next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CUDA_SOURCE")
+
+    assert "#define KF_CONV_POINTWISE_TC" not in cuda_source(pointwise, False)
+    assert "#define KF_CONV_POINTWISE_TC" not in cuda_source(square, True)
+    cuda = cuda_source(pointwise, True)
+    assert cuda.count("#define KF_CONV_POINTWISE_TC") == 1
+    cu = tmp_path / "pointwise.cu"
+    cu.write_text(cuda)
+    done = subprocess.run([NVCC, "-c", "-O3", "-std=c++17", "-arch=sm_90", "-Xptxas", "-v", str(cu), "-o",
+                           str(tmp_path / "pointwise.o")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # both tile heights instantiated, neither spilling to local memory
+    usage = [line for line in done.stderr.splitlines() if "conv_pointwise_tc" in line or "spill" in line]
+    assert sum("Compiling entry function" in line and "conv_pointwise_tc" in line for line in usage) == 2, usage
+    assert not re.search(r"[1-9]\d* bytes spill", "\n".join(done.stderr.split("conv_pointwise_tc")[1:])), usage
+
+
 def conv_problem(tmp_path: Path, name: str, conv: str, shape: tuple,
                  forward: str = "torch.nn.functional.leaky_relu(self.conv(x) / 2, 0.01)") -> Path:
     problem = tmp_path / f"{name}.py"

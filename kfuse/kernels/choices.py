@@ -36,6 +36,9 @@ class Choices:
     # CUDA: the forward launched as one CUDA graph (kfuse/compiler/graphed.py): "auto" where it makes many launches,
     # "on" wherever it can be captured, "off" never
     cuda_graph: str = "auto"
+    # CUDA: a 1x1 convolution eager runs in TF32 takes kf::conv_pointwise_tc (tiles copied by cp.async, no im2col
+    # gather) rather than kf::conv_igemm_tc; off until measured on a GPU
+    conv_pointwise_tc: bool = False
 
     def label(self) -> str:
         """What differs from the defaults ("name=value, ..."), or "default"."""
@@ -60,6 +63,7 @@ ALTERNATIVES: list[Choices] = [
     replace(Choices(), channels_last=False),
     replace(Choices(), cuda_graph="on"),
     replace(Choices(), cuda_graph="off"),
+    replace(Choices(), conv_pointwise_tc=True),
 ]
 
 _ACTIVE: contextvars.ContextVar[Choices] = contextvars.ContextVar("kfuse_choices", default=Choices())

@@ -745,6 +745,126 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
         }
 }
 
+#if defined(KF_CONV_POINTWISE_TC)
+// 16 bytes global -> shared without passing through registers (zeros where !valid: nothing is read then).
+__device__ __forceinline__ void conv_copy16(float* dst, const float* src, bool valid) {
+    const unsigned at = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(at), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void conv_copies_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int PENDING>
+__device__ __forceinline__ void conv_copies_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING)); }
+
+// A 1x1 convolution (stride 1, no padding or dilation) is a GEMM per image: out[n, co, s] = sum_ci w[co, ci] x[n, ci, s].
+// conv_igemm_tc's TF32 product, operands rounded alike and summed in the same order (the same bits), without its
+// im2col gather: both tiles are copied to shared memory 16 bytes at a time (cp.async), the next K tile in flight
+// while this one is multiplied. A block covers BM output channels x 128 pixels of one image; each of its 8 warps
+// BM/2 x 32 as m16n8k8 tiles. Asks rows of 16-byte multiples (conv_pointwise_ok).
+template <int BM, int ROUNDING, class Epilogue>
+__global__ void __launch_bounds__(CONV_THREADS, 2)
+conv_pointwise_tc(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g, const Epilogue epi,
+                  float* __restrict__ out) {
+    constexpr int BN = 128, BK = 16, MI = BM / 32;
+    __shared__ __align__(16) float As[2][BM][BK + 4];           // m-major: conflict-free fragment reads at pitch 20
+    __shared__ __align__(16) float Bs[2][BK][BN + CONV_PAD];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int gr = lane >> 2, tq = lane & 3;
+    const int wm = (warp & 1) * (BM / 2), wn = (warp >> 1) * 32;
+    const int64_t plane_tiles = (g.out_plane + BN - 1) / BN;
+    const int64_t n = blockIdx.x / plane_tiles, s0 = blockIdx.x % plane_tiles * BN;
+    const int64_t m_tiles = (g.out_per_group + BM - 1) / BM;
+    const int64_t group = blockIdx.y / m_tiles, m0 = blockIdx.y % m_tiles * BM;
+    const int64_t K = g.in_per_group;
+    const float* wg = w + (group * g.out_per_group + m0) * K;
+    const float* xg = x + (n * g.in_channels + group * g.in_per_group) * g.in_plane + s0;
+
+    auto load = [&](int buf, int64_t k0) {
+        #pragma unroll
+        for (int j = 0; j < BM * BK / 4 / CONV_THREADS; ++j) {
+            const int c = threadIdx.x + j * CONV_THREADS, m = c / (BK / 4), kc = c % (BK / 4) * 4;
+            const bool ok = m0 + m < g.out_per_group && k0 + kc < K;
+            conv_copy16(&As[buf][m][kc], ok ? wg + m * K + k0 + kc : w, ok);
+        }
+        #pragma unroll
+        for (int j = 0; j < BK * BN / 4 / CONV_THREADS; ++j) {
+            const int c = threadIdx.x + j * CONV_THREADS, k = c / (BN / 4), sc = c % (BN / 4) * 4;
+            const bool ok = k0 + k < K && s0 + sc < g.in_plane;
+            conv_copy16(&Bs[buf][k][sc], ok ? xg + (k0 + k) * g.in_plane + sc : x, ok);
+        }
+        conv_copies_commit();
+    };
+
+    float acc[MI][4][4];
+    #pragma unroll
+    for (int i = 0; i < MI; ++i)
+        #pragma unroll
+        for (int j = 0; j < 4; ++j)
+            #pragma unroll
+            for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0f;
+
+    const int64_t tiles = (K + BK - 1) / BK;
+    load(0, 0);
+    for (int64_t t = 0; t < tiles; ++t) {
+        const int buf = (int)(t & 1);
+        if (t + 1 < tiles) {
+            load(buf ^ 1, (t + 1) * BK);  // (its buffer was last read before the previous iteration's barrier)
+            conv_copies_wait<1>();
+        } else {
+            conv_copies_wait<0>();
+        }
+        __syncthreads();
+        #pragma unroll
+        for (int ks = 0; ks < BK; ks += 8) {
+            uint32_t a[MI][4], b[4][2];
+            // A (row-major 16x8): (gr, tq), (gr+8, tq), (gr, tq+4), (gr+8, tq+4); B (column-major 8x8): (tq, gr),
+            // (tq+4, gr)
+            #pragma unroll
+            for (int i = 0; i < MI; ++i) {
+                const int m = wm + i * 16 + gr;
+                a[i][0] = to_tf32<ROUNDING>(As[buf][m][ks + tq]);
+                a[i][1] = to_tf32<ROUNDING>(As[buf][m + 8][ks + tq]);
+                a[i][2] = to_tf32<ROUNDING>(As[buf][m][ks + tq + 4]);
+                a[i][3] = to_tf32<ROUNDING>(As[buf][m + 8][ks + tq + 4]);
+            }
+            #pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int col = wn + j * 8 + gr;
+                b[j][0] = to_tf32<ROUNDING>(Bs[buf][ks + tq][col]);
+                b[j][1] = to_tf32<ROUNDING>(Bs[buf][ks + tq + 4][col]);
+            }
+            #pragma unroll
+            for (int i = 0; i < MI; ++i)
+                #pragma unroll
+                for (int j = 0; j < 4; ++j) mma_tf32(acc[i][j], a[i], b[j]);
+        }
+        __syncthreads();
+    }
+    // C fragment: (gr, 2tq), (gr, 2tq+1), (gr+8, 2tq), (gr+8, 2tq+1): runs of 2 adjacent pixels of image n
+    #pragma unroll
+    for (int i = 0; i < MI; ++i)
+        #pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int64_t co = m0 + wm + i * 16 + gr + half * 8;
+            if (co >= g.out_per_group) continue;
+            const int64_t c = group * g.out_per_group + co;
+            #pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int64_t s = s0 + wn + j * 8 + 2 * tq;
+                if (s < g.out_plane) conv_store<2>(out, g, epi, &acc[i][j][half * 2], n * g.out_plane + s, c);
+            }
+        }
+}
+
+// Whether conv_pointwise_tc takes this convolution: 1x1 taps, stride 1, no padding or dilation, not transposed,
+// and every row it copies a 16-byte multiple at a 16-byte aligned address.
+inline bool conv_pointwise_ok(const float* x, const float* w, const ConvGeom& g) {
+    bool one = g.taps == 1;
+    for (int d = 0; d < 3; ++d) one = one && g.stride[d] == 1 && g.padding[d] == 0;
+    return one && g.in_plane == g.out_plane && g.in_plane % 4 == 0 && g.in_per_group % 4 == 0
+           && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+}
+#endif  // KF_CONV_POINTWISE_TC
+
 // Direct: one thread per output element (groups with few output channels: depthwise).
 template <bool TRANSPOSED, class Epilogue>
 __global__ void conv_direct(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g,
@@ -1276,6 +1396,18 @@ void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilo
     }
     const dim3 tc_grid((unsigned)((g.pixels + 127) / 128), (unsigned)(g.groups * ((g.out_per_group + 63) / 64)));
     if constexpr (ROUNDING != TF32_OFF) {
+#if defined(KF_CONV_POINTWISE_TC)
+        if constexpr (!TRANSPOSED) {
+            const int64_t rows = g.out_per_group > 64 ? 128 : 64;
+            const dim3 grid((unsigned)(g.batch * ((g.out_plane + 127) / 128)),
+                            (unsigned)(g.groups * ((g.out_per_group + rows - 1) / rows)));
+            if (tf32 && g.out_per_group > 16 && grid.y <= 65535 && conv_pointwise_ok(x, w, g)) {
+                if (rows == 128) conv_pointwise_tc<128, ROUNDING, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
+                else conv_pointwise_tc<64, ROUNDING, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
+                return;
+            }
+        }
+#endif
         if (tf32 && g.out_per_group > 16 && tc_grid.y <= 65535) {
             conv_igemm_tc<ROUNDING, TRANSPOSED, Epilogue><<<tc_grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
             return;
@@ -1487,7 +1619,11 @@ def render(kernels: list[ConvKernel], target: str) -> ConvSources:
     functions = "".join(_op_function(k) for k in kernels)
     functors = "".join(_epilogue_functor(k) for k in kernels)
     launchers = "".join(_launcher(k, target) for k in kernels)
-    templates = (f"namespace kf {{ constexpr int64_t CONV_DIRECT_BELOW = {CONV_DIRECT_BELOW}; "
+    pointwise = target == "cuda" and choices.current().conv_pointwise_tc and any(
+        k.tf32 and not k.transposed and all(size == 1 for size in k.conv.args[1].meta["val"].shape[2:])
+        for k in kernels)
+    templates = ("#define KF_CONV_POINTWISE_TC\n" if pointwise else "") + \
+                (f"namespace kf {{ constexpr int64_t CONV_DIRECT_BELOW = {CONV_DIRECT_BELOW}; "
                  f"constexpr int SMALL_FILTER_TC_MAX_SMEM = {SMALL_FILTER_TC_MAX_SMEM}; "
                  f"constexpr int SMALL_FILTER_TC_STAGE_PITCH = {SMALL_FILTER_TC_STAGE_PITCH}; }}\n"
                  + CONV_CUDA_TEMPLATES if target == "cuda" else CONV_CPU_TEMPLATE)
