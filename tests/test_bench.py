@@ -736,3 +736,12 @@ def test_the_ledger_replay_reads_a_run_and_replays_it(tmp_path):
     assert line.startswith("3 judgements, 6 copies"), line
     replayed = float(line.split("the ledger's run ")[1].split(" s")[0])
     assert replayed >= 50 + 2 * 30 * 0.95, line  # the first arrives at 50 s; the two big ones one after the other
+
+
+def test_the_note_of_a_correct_row_counts_kernels_launches_and_the_graph():
+    from kfuse.bench.report import launch_note
+
+    assert launch_note({"kernels": [{}] * 3, "launches": 373, "cuda_graph": True}) == \
+        "3 kernel(s), 373 launches, one CUDA graph"
+    assert launch_note({"kernels": [{}], "launches": 1, "cuda_graph": False}) == "1 kernel(s)"
+    assert launch_note({"kernels": []}) == ""

@@ -192,13 +192,21 @@ def print_table(records: list[dict], summary: dict, console: Console | None = No
             s = (r.get("speedups") or {}).get(b)
             row.append("" if s is None else f"[{'green' if s > 1 else 'red'}]{s:.2f}×[/]")
         row.append(pct(r["roofline_fraction"]) if r.get("roofline_fraction") is not None else "")
-        note = (r["reasons"] or [""])[0] if status != "correct" else (
-            f"{len(r['kernels'])} kernel(s)" if r.get("kernels") else "")
+        note = (r["reasons"] or [""])[0] if status != "correct" else launch_note(r)
         row.append(note[:160])
         table.add_row(*row)
     console.print(table)
     parts = [f"{title} [bold]{value}[/] [dim]({note})[/]" for title, value, note in headlines(summary)]
     console.print("  " + "\n  ".join(parts), highlight=False)
+
+
+def launch_note(record: dict) -> str:
+    """"N kernel(s)", with the launches per forward where they are more, and "one CUDA graph" where it has one."""
+    if not record.get("kernels"):
+        return ""
+    kernels, launches = len(record["kernels"]), record.get("launches")
+    note = f"{kernels} kernel(s)" + (f", {launches} launches" if launches and launches > kernels else "")
+    return note + (", one CUDA graph" if record.get("cuda_graph") else "")
 
 
 # ------------------------------------------------------------------------------------------------------- plots
