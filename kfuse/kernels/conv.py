@@ -457,6 +457,10 @@ constexpr int TF32_OFF = 0, TF32_TIES_AWAY = 1, TF32_TIES_EVEN = 2;
 // FFMA is also exact fp32.
 constexpr bool CONV_TENSOR_CORES = false;
 
+// t / s where t >= 0 (the gather tests t >= 0 before it uses the quotient), without a divide instruction for strides
+// 1 and 2: three divisions per gathered element were most of a strided transposed 3D convolution's instructions.
+__device__ __forceinline__ int conv_div_stride(int t, int s) { return s == 1 ? t : s == 2 ? t >> 1 : t / s; }
+
 // One block's share of the implicit GEMM's operands for K steps of BK: BM weights rows x BK, and BK x BN input
 // values gathered from the pixels' receptive fields (zero in the padding). Loaded into registers (`gather`,
 // in flight while the block computes on the previous step), then stored to shared memory (`stage`).
@@ -508,7 +512,8 @@ struct ConvTileLoader {
             bool inside = p_ok && k1 + kk < g.k_per_group;
             if constexpr (TRANSPOSED) {
                 const int tz = iz0 - kz * g.dilation[0], ty = iy0 - ky * g.dilation[1], tx = ix0 - kx * g.dilation[2];
-                iz = tz / g.stride[0]; iy = ty / g.stride[1]; ix = tx / g.stride[2];
+                iz = conv_div_stride(tz, g.stride[0]); iy = conv_div_stride(ty, g.stride[1]);
+                ix = conv_div_stride(tx, g.stride[2]);
                 inside = inside && tz >= 0 && ty >= 0 && tx >= 0 && iz * g.stride[0] == tz && iy * g.stride[1] == ty
                          && ix * g.stride[2] == tx;
             } else {
