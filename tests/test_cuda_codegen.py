@@ -126,6 +126,19 @@ def test_a_returned_convolution_stays_on_cudnn_with_a_bias_or_layout_kernel(tmp_
     assert "_weight, c10::IValue(), " in convolution and "bias added by the next kernel" in convolution
 
 
+def test_a_convolution_the_gpu_times_slower_channels_last_runs_nchw_into_its_kernel(tmp_path, monkeypatch):
+    """plan._channels_last_pays: where a convolution feeds a kernel, channels-last needs the GPU's timing not to
+    find it clearly slower than NCHW (eager_precision.channels_last_slower; no GPU here: no veto)."""
+    problem = conv_problem(tmp_path, "relu", "Conv2d(32, 64, 3)", (2, 32, 19, 23), forward="torch.relu(self.conv(x))")
+    fast = optimize(problem, tmp_path / "fast.py", "cuda", "tf32")
+    assert fast.kernels[0]["reads_channels_last"] == "conv2d"
+    asked = []
+    monkeypatch.setattr("kfuse.compiler.plan.channels_last_slower", lambda node: asked.append(node.name) or True)
+    slow = optimize(problem, tmp_path / "slow.py", "cuda", "tf32")
+    assert asked == ["conv2d"] and slow.kernels[0]["reads_channels_last"] is None
+    assert slow.kernels[0]["in_place_into"] == "conv2d" and "kf::channels_last(x)" not in slow.path.read_text()
+
+
 @pytest.mark.parametrize("conv, channels", [("Conv2d(16, 16, 3, groups=16)", 16),
                                            ("Conv2d(8, 24, (3, 5), stride=2, groups=8)", 8)])
 def test_depthwise_convolutions_run_kfuse_s_depthwise_kernel_in_any_file(tmp_path, conv, channels):

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from kfuse.kernels import attention, choices, conv, gemm, ops, recurrent, reduce, window
-from kfuse.kernels.eager_precision import channels_last_keeps_result, eager_bits_needed
+from kfuse.kernels.eager_precision import channels_last_keeps_result, channels_last_slower, eager_bits_needed
 from kfuse.kernels.steps import (BIASED_CONVS, FUSABLE_DTYPES, FusedKernel, LibraryCall, Step, TupleItem, movable_bias,
                                  mutates, short_name, tensor_meta, unique)
 
@@ -272,7 +272,7 @@ CHANNELS_LAST_MIN_K = 256
 def _read_conv_channels_last(kernel: FusedKernel, steps: list[Step], precision: str) -> None:
     """A 2D/3D convolution feeding this kernel alone runs channels-last; the kernel transposes as it goes."""
     call = _anchor_written(kernel, steps)
-    if call is None or not _runs_channels_last(call.node, precision):
+    if call is None or not _channels_last_pays(call.node, precision):
         return
     call.channels_last = True
     kernel.channels_last_input, kernel.write_into = kernel.write_into, None
@@ -293,7 +293,7 @@ def _reduce_conv_channels_last(kernel, steps: list[Step], precision: str) -> Non
     for name, kind in kernel.operands:
         call = calls.get(name)
         if (kind == "full" and call is not None and call.anchor and set(call.node.users) <= inside
-                and _runs_channels_last(call.node, precision)):
+                and _channels_last_pays(call.node, precision)):
             call.channels_last = True
 
 
@@ -323,6 +323,14 @@ def _runs_channels_last(node: torch.fx.Node, precision: str) -> bool:
     # fp32 policy: within 1e-4 of eager's own NCHW call only where the GPU shows the same output channels-last
     # (kfuse.kernels.eager_precision); without a GPU to ask, NCHW.
     return _long_reduction(node) and bool(channels_last_keeps_result(node))
+
+
+def _channels_last_pays(node: torch.fx.Node, precision: str) -> bool:
+    """_runs_channels_last, where NCHW is the other way to run the convolution (it feeds a kernel either way): unless
+    the GPU times channels-last, with its input's conversion, clearly slower (eager_precision.channels_last_slower).
+    (add_convolution_epilogues does not ask: the copy it gives a bare convolution keeps cuDNN for it in either
+    layout.)"""
+    return _runs_channels_last(node, precision) and not channels_last_slower(node)
 
 
 def _is_dead_assert(node: torch.fx.Node) -> bool:

@@ -20,6 +20,10 @@ weights, not the bare fact of TF32 (which the first version of this probe tested
 level1/55_conv_standard_2D from cuDNN channels-last, correct at 0.94x eager, to kfuse's kernel at 0.17x).
 Without a visible CUDA device the answer is None.
 
+Where both layouts give eager's output, which is faster is asked of the GPU too (channels_last_slower): cuDNN ran
+the suite's convolutions 1.2-2.1x faster channels-last (results/probes-NVIDIA-H100-80GB-HBM3-2026-11-22-s3.md), but
+the development set's ConvTranspose3d of 16 to 64 channels made its file 0.74x eager channels-last (run i, H100).
+
 A TF32 call also decides what may run before it. TF32 rounds each operand to 10 mantissa bits, so an input one
 fp32 ulp away from eager's crosses a rounding boundary now and then and moves that product by a TF32 ulp: a
 DenseNet transition layer (a kfuse training-mode BatchNorm and ReLU before eager's own TF32 1x1 convolution) missed
@@ -147,6 +151,47 @@ def _differs(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, out_sh
     del x, w, b, eager, other
     torch.cuda.empty_cache()
     return not same
+
+
+# channels_last_slower: interleaved timed calls of each layout, and the margin by which channels-last (its input's
+# conversion included) must lose before NCHW is chosen: well past the spread of one call's time beside other jobs.
+LAYOUT_ROUNDS = 5
+LAYOUT_MARGIN = 1.15
+
+
+def channels_last_slower(node: torch.fx.Node) -> bool | None:
+    """Is this convolution, with its input converted to channels-last first, clearly slower (LAYOUT_MARGIN) than
+    eager's NCHW call on this GPU? Timed on operands of the node's shapes (the batch cut as for the precision
+    probes). None without a CUDA device."""
+    key = _probe_key(node)
+    return None if key is None else _layout_slower(*key)
+
+
+@functools.lru_cache(maxsize=None)
+def _layout_slower(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, out_shape: tuple,
+                   rest: tuple) -> bool:
+    x, w, b = _probe_operands(target, x_shape, w_shape, has_bias, out_shape)
+    op = _op(target)
+    layout = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+    w_last = w.contiguous(memory_format=layout)
+    calls = {"nchw": lambda: op(x, w, b, *rest),
+             "channels_last": lambda: op(x.contiguous(memory_format=layout), w_last, b, *rest)}
+    times = {name: [] for name in calls}
+    with torch.no_grad():
+        for call in calls.values():  # (cuDNN picks its algorithm on the first call)
+            call()
+        for _ in range(LAYOUT_ROUNDS):
+            for name, call in calls.items():
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                call()
+                end.record()
+                end.synchronize()
+                times[name].append(start.elapsed_time(end))
+    del x, w, b, w_last
+    torch.cuda.empty_cache()
+    median = {name: sorted(t)[len(t) // 2] for name, t in times.items()}
+    return median["channels_last"] > LAYOUT_MARGIN * median["nchw"]
 
 
 def tf32_rounding(node: torch.fx.Node) -> str | None:
