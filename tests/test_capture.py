@@ -80,3 +80,24 @@ def test_the_sizes_that_follow_the_batch_are_those_a_second_capture_moves():
     different = capture(nn.Flatten(), [torch.empty(4, 6, 8, device=meta)])
     assert mark_batch_sizes(first, 4, different, 3) is None  # other ops: nothing is marked
 
+
+class Writes(nn.Module):
+    def forward(self, x):
+        y = x * 2
+        y.relu_()           # a computed value: read as relu by what comes after
+        z = y + 1
+        w = y * 3
+        seen = w.view(-1)
+        w.add_(1)           # a view reads w: stays in place
+        x.mul_(0.5)         # the caller's input: stays in place
+        return z, seen, x
+
+
+def test_in_place_ops_on_computed_values_read_as_out_of_place():
+    graph = capture(Writes(), [torch.randn(3, 4)]).graph
+    targets = [str(n.target) for n in graph.nodes if n.op == "call_function"]
+    assert "aten.relu_.default" not in targets and "aten.relu.default" in targets
+    assert "aten.add_.Tensor" in targets and "aten.mul_.Tensor" in targets
+    relu = next(n for n in graph.nodes if str(n.target) == "aten.relu.default")
+    assert {str(u.target) for u in relu.users} == {"aten.add.Tensor", "aten.mul.Tensor"}
+

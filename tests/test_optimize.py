@@ -118,6 +118,9 @@ EXPECTED = {
     "numbers_made_on_the_input_device": ([["add", "min", "max", "mul", "clamp"]], []),
     # views stay ATen calls, made as reshapes: kfuse's results need not have eager's layout
     "views_around_a_product": ([["matmul"], ["softmax"], ["matmul"]], ["view", "view", "transpose", "view", "view"]),
+    # nn.ReLU(inplace=True) and `y += skip` on computed values read as out-of-place ops (one kernel); a write that a
+    # view of its operand sees stays in place
+    "in_place_intermediates": ([["linear"], ["mul"], ["relu", "add"]], ["view", "mul_"]),
     # sizes export writes as numbers that follow the batch (reshape(12, -1), expand([12, -1])): read from the batch
     # input at run time, so the file takes another batch as the Model does
     "batch_views": ([["linear"], ["relu", "sum", "mul"]], ["reshape", "expand", "cat", "reshape"]),
@@ -157,7 +160,8 @@ JUDGED_TOGETHER = {
                                 "batchnorm_eval_functional", "native_norms"],
     # running statistics updated in step, outputs nested or aliasing an (expanded) input: the composed Model keeps
     # each part's state and output structure, and every trial still runs
-    "state_and_outputs_family": ["batchnorm1d_train", "batchnorm_relu", "nested_outputs", "aliased_expanded_io"],
+    "state_and_outputs_family": ["batchnorm1d_train", "batchnorm_relu", "nested_outputs", "aliased_expanded_io",
+                                 "in_place_intermediates"],
 }
 # Built and judged by tests of their own, below
 JUDGED_BY_OWN_TESTS = {"gru_layers", "views_around_a_product"}

@@ -160,6 +160,51 @@ def _drop_no_op_conversions(graph: torch.fx.Graph) -> None:
             graph.erase_node(node)
 
 
+def _out_of_place_on_intermediates(graph: torch.fx.Graph) -> None:
+    """An in-place pointwise op on a value the graph computed (nn.ReLU(inplace=True)'s relu_, `out += identity`'s
+    add_), where nothing can see the write but the readers after it, as its out-of-place op: those readers read the
+    new value instead. Export keeps in-place ops, and one stays a library call (it writes its operand): a relu_ after
+    each convolution of 17_SqueezeNetFireModule was a pass of its own over 2 GB. Left as they are: writes into the
+    model's inputs, parameters and buffers (the caller sees those), into a view or through one (the write reaches
+    the base), and where dtypes differ (the in-place op keeps its operand's)."""
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    for node in list(graph.nodes):
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        schema = node.target._schema
+        name = schema.name.split("::")[-1]
+        if not schema.is_mutable or not name.endswith("_") or not node.args:
+            continue
+        functional = getattr(getattr(torch.ops.aten, name[:-1], None), node.target._overloadname, None)
+        written = node.args[0]
+        if functional is None or torch.Tag.pointwise not in functional.tags or not _private_value(written, node):
+            continue
+        dtype = written.meta["val"].dtype
+        if any(isinstance(a, torch.fx.Node) and getattr(a.meta.get("val"), "dtype", dtype) != dtype
+               for a in node.args[1:]):
+            continue
+        with graph.inserting_after(node):
+            result = graph.call_function(functional, node.args, node.kwargs)
+        result.meta = dict(node.meta)
+        order[result] = order[node]  # (it takes the write's place: later nodes still come after it)
+        for user in [u for u in written.users if u is not node and order[u] > order[node]]:
+            user.replace_input_with(written, result)
+        node.replace_all_uses_with(result)
+        graph.erase_node(node)
+
+
+def _private_value(value, writer: torch.fx.Node) -> bool:
+    """Whether `value` is an op's own fresh result (not an input, a view, or the result of another write) that no
+    view reads: a write into it is seen only by the ops that read it after `writer`."""
+    if not isinstance(value, torch.fx.Node) or value.op != "call_function" \
+            or not isinstance(value.target, torch._ops.OpOverload) or not isinstance(value.meta.get("val"), torch.Tensor):
+        return False
+    if value.target.is_view or value.target._schema.is_mutable:
+        return False
+    return not any(u is not writer and isinstance(u.target, torch._ops.OpOverload) and u.target.is_view
+                   for u in value.users)
+
+
 def _drop_unused_results(graph: torch.fx.Graph) -> list[str]:
     """Pure ops whose results nothing reads are dropped, chains of them from the end back (nn.MultiheadAttention
     averages its attention weights over the heads, 8.6 GB read at VisionAttention's shapes, for a caller who
@@ -361,6 +406,7 @@ def capture(model: torch.nn.Module, example_inputs: list, drop_no_op_moves: bool
         raise CaptureError(f"torch.export could not capture the model: {first}") from None
 
     signature = exported.graph_signature
+    _out_of_place_on_intermediates(exported.graph)
     _drop_same_shape_broadcasts(exported.graph)
     if drop_no_op_moves:
         _drop_no_op_conversions(exported.graph)
