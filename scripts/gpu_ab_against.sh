@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# A/B of this checkout's files against an earlier commit's, on the GPU, in one process (scripts/gpu_ab.py): both
+# sides emitted on the GPU (the plan asks it), built, compared with the reference and timed in interleaved rounds.
+#
+#   here:    git worktree add --detach .devset/base COMMIT        (carry .devset/base and the problems' folder)
+#   device:  scripts/gpu_ab_against.sh .devset/base OUT [gpu_ab.py options] PROBLEM.py ...
+#   here:    git worktree remove --force .devset/base
+#
+# The base side's files go to OUT/base (`kfuse optimize --no-check` with the worktree's kfuse), this side's to
+# OUT/new (gpu_ab.py --emit new=...; `--emit-flags "new=--cuda-graph off"` and the like pass through).
+set -euo pipefail
+base=$(cd "$1" && pwd) out=$2
+shift 2
+options=() problems=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --*) options+=("$1" "$2"); shift 2 ;;
+        *) problems+=("$1"); shift ;;
+    esac
+done
+mkdir -p "$out/base"
+printf '%s\n' "${problems[@]}" | xargs -P 8 -I{} sh -c \
+    'PYTHONPATH="$0" python3 -m kfuse optimize "{}" -o "$1/base/$(basename "{}" .py)_new.py" --device cuda --no-check \
+     >/dev/null 2>&1 || echo "base: could not emit {}"' "$base" "$out"
+PYTHONPATH=$PWD python3 scripts/gpu_ab.py --out "$out" --variant "base=$out/base" --emit "new=$out/new" \
+    "${options[@]}" "${problems[@]}"
