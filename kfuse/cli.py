@@ -111,11 +111,14 @@ def check_command(problem, candidate, device, trials, timeout, seed, compile_mod
 @click.option("--cuda-graph", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
               help="Launch the forward as one CUDA graph: auto where it makes many launches, on wherever it can be "
                    "captured.")
+@click.option("--choice", "choice_values", multiple=True, metavar="NAME=VALUE",
+              help="One of the planner's choices set (kfuse/kernels/choices.py; what kfuse tune varies), e.g. "
+                   "channels_last=false.")
 @click.option("--compile-modes", default="default", show_default=True)
 @click.option("--timeout", type=float, default=600.0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def optimize_command(problem, model_spec, output, device, precision, no_check, no_timing, eager_rounding,
-                     cuda_graph, compile_modes, timeout, json_path):
+                     cuda_graph, choice_values, compile_modes, timeout, json_path):
     """Compile PROBLEM's Model (or --model's) into fused kernels: write ModelNew, then judge it like `kfuse check`."""
     from kfuse.kernels import choices
     from kfuse.judge.verdict import CheckOptions
@@ -135,8 +138,12 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
         click.echo(f"kfuse: wrote {problem} (the problem file for {model_spec})", err=True)
     output = output or problem.with_name(f"{problem.stem}_new.py")
     try:
-        planned = choices.EAGER_ROUNDING if eager_rounding else choices.Choices()
-        with choices.using(dataclasses.replace(planned, cuda_graph=cuda_graph)):
+        planned = choices.parse(list(choice_values), choices.EAGER_ROUNDING if eager_rounding else choices.Choices())
+    except ValueError as err:
+        fail(str(err))
+    planned = dataclasses.replace(planned, cuda_graph=cuda_graph)
+    try:
+        with choices.using(planned):
             result = optimize(problem, output, device, precision)
     except UsageError as err:
         fail(str(err))
@@ -156,11 +163,12 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
                                compile_modes=parse_compile_modes(compile_modes), precision=precision)
         verdict = judge_with_progress(problem, output, options)
         if verdict["status"] == "correct-parity" and not eager_rounding:
-            verdict = _eager_rounding_fallback(problem, output, device, precision, options, verdict, report,
-                                               cuda_graph)
+            rounded = dataclasses.replace(planned, eager_bits=choices.EAGER_ROUNDING.eager_bits)
+            verdict = _eager_rounding_fallback(problem, output, device, precision, options, verdict, report, rounded)
+            planned = rounded if report.get("eager_rounding_fallback") else planned
         if verdict["status"] not in ("correct", "correct-parity") and report.get("cuda_graph"):
             verdict = _ungraphed_fallback(problem, output, device, precision, options, verdict, report,
-                                          eager_rounding or report.get("eager_rounding_fallback", False))
+                                          dataclasses.replace(planned, cuda_graph="off"))
         report["verdict"] = verdict
         status = verdict["status"]
         if verdict.get("stages_s"):
@@ -171,19 +179,19 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
 
 
 def _eager_rounding_fallback(problem: Path, output: Path, device: str, precision: str, options, verdict: dict,
-                             report: dict, cuda_graph: str = "auto") -> dict:
+                             report: dict, planned) -> dict:
     """The file is as accurate as eager, but not within KernelBench's 1e-4 of eager's own rounding (a long scan
     before an exp, TF32 calls the planner's probe did not see): plan again with every op kept as eager's call
     that a kernel would round otherwise (Choices.eager_bits "all"). The new file replaces the first one only if
     the judge finds it correct."""
-    from kfuse.kernels import choices
     from kfuse.compiler.optimize import optimize
+    from kfuse.kernels import choices
 
     click.echo("kfuse: correct-parity (as accurate as eager, not within 1e-4 of it): planning again with eager's "
                "own rounding wherever a kernel would differ", err=True)
     second = output.with_name(f"{output.stem}_eager_rounding.py")
     try:
-        with choices.using(dataclasses.replace(choices.EAGER_ROUNDING, cuda_graph=cuda_graph)):
+        with choices.using(planned):
             result = optimize(problem, second, device, precision)
     except UsageError as err:
         click.echo(f"kfuse: no such file: {err}", err=True)
@@ -200,18 +208,17 @@ def _eager_rounding_fallback(problem: Path, output: Path, device: str, precision
 
 
 def _ungraphed_fallback(problem: Path, output: Path, device: str, precision: str, options, verdict: dict,
-                        report: dict, eager_rounding: bool) -> dict:
+                        report: dict, planned) -> dict:
     """A file whose forward runs as one CUDA graph failed the judge: plan it again without the graph (a capture
     the planner's rules did not foresee failing). The new file replaces the first only if the judge finds it
     correct."""
-    from kfuse.kernels import choices
     from kfuse.compiler.optimize import optimize
+    from kfuse.kernels import choices
 
     click.echo(f"kfuse: {verdict['status']} with the forward as one CUDA graph: planning again without it", err=True)
     second = output.with_name(f"{output.stem}_ungraphed.py")
-    planned = choices.EAGER_ROUNDING if eager_rounding else choices.Choices()
     try:
-        with choices.using(dataclasses.replace(planned, cuda_graph="off")):
+        with choices.using(planned):
             result = optimize(problem, second, device, precision)
     except UsageError as err:
         click.echo(f"kfuse: no such file: {err}", err=True)

@@ -128,3 +128,10 @@ def test_version_comes_from_one_place():
     assert done.returncode == 0 and done.stdout.strip() == f"kfuse, version {kfuse.__version__}"
     pyproject = (Path(__file__).parent.parent / "pyproject.toml").read_text()
     assert 'dynamic = ["version"]' in pyproject and 'version = {attr = "kfuse.__version__"}' in pyproject
+
+
+def test_an_unknown_planner_choice_is_a_one_line_error(tmp_path):
+    done = kfuse("optimize", str(PROBLEMS / "leaky_relu.py"), "-o", str(tmp_path / "new.py"), "--device", "cpu",
+                 "--no-check", "--choice", "channels_last=maybe")
+    assert_one_line_error(done, "--choice", "true or false")
+    assert not (tmp_path / "new.py").exists()

@@ -6,7 +6,6 @@ import json
 import re
 import contextlib
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch

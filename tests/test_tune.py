@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kfuse.kernels import choices
 from kfuse.tune import Variant, emit_variants, pick
 
@@ -78,3 +80,12 @@ def test_a_missing_problem_is_one_line_error(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [f"kfuse: error: problem file not found: {tmp_path / 'nope.py'}"]
+
+
+def test_optimize_sets_the_planner_s_choices_by_name():
+    picked = choices.parse(["channels_last=false", "conv_kernels=library"])
+    assert picked == choices.Choices(channels_last=False, conv_kernels="library")
+    assert choices.parse(["gemm_wgmma=False"], choices.EAGER_ROUNDING).eager_bits == "all"
+    for wrong in (["channel_last=false"], ["channels_last=no"], ["channels_last"]):
+        with pytest.raises(ValueError, match="--choice"):
+            choices.parse(wrong)

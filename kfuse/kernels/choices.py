@@ -48,6 +48,25 @@ class Choices:
         return ", ".join(changed) or "default"
 
 
+def parse(assignments: list[str], base: Choices | None = None) -> Choices:
+    """`base` with "name=value" assignments (`kfuse optimize --choice`): a bool as true/false, a string as it is.
+    ValueError, one line, for a name or value it cannot take."""
+    base = base or Choices()
+    kinds = {f.name: type(getattr(base, f.name)) for f in fields(base)}
+    changes = {}
+    for assignment in assignments:
+        name, _, value = assignment.partition("=")
+        if name not in kinds or not value:
+            raise ValueError(f"--choice takes NAME=VALUE with NAME one of {', '.join(kinds)} (got {assignment!r})")
+        if kinds[name] is bool:
+            if value.lower() not in ("true", "false"):
+                raise ValueError(f"--choice {name} takes true or false (got {value!r})")
+            changes[name] = value.lower() == "true"
+        else:
+            changes[name] = value
+    return replace(base, **changes)
+
+
 # The fallback for a file the judge found correct-parity: eager's own rounding wherever a kernel would round otherwise.
 EAGER_ROUNDING = Choices(eager_bits="all")
 

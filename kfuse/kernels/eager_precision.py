@@ -170,6 +170,14 @@ def channels_last_slower(node: torch.fx.Node) -> bool | None:
 @functools.lru_cache(maxsize=None)
 def _layout_slower(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, out_shape: tuple,
                    rest: tuple) -> bool:
+    median = _layout_medians(target, x_shape, w_shape, has_bias, out_shape, rest)
+    torch.cuda.empty_cache()  # (the operands are gone with _layout_medians' frame)
+    return median["channels_last"] > LAYOUT_MARGIN * median["nchw"]
+
+
+def _layout_medians(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, out_shape: tuple,
+                    rest: tuple) -> dict[str, float]:
+    """Median ms of the convolution NCHW and channels-last (its input converted in the call), interleaved."""
     x, w, b = _probe_operands(target, x_shape, w_shape, has_bias, out_shape)
     op = _op(target)
     layout = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
@@ -188,10 +196,7 @@ def _layout_slower(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, 
                 end.record()
                 end.synchronize()
                 times[name].append(start.elapsed_time(end))
-    del x, w, b, w_last
-    torch.cuda.empty_cache()
-    median = {name: sorted(t)[len(t) // 2] for name, t in times.items()}
-    return median["channels_last"] > LAYOUT_MARGIN * median["nchw"]
+    return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
 
 
 def tf32_rounding(node: torch.fx.Node) -> str | None:
