@@ -108,9 +108,9 @@ def check_command(problem, candidate, device, trials, timeout, seed, compile_mod
 @click.option("--eager-rounding", is_flag=True,
               help="Keep eager's own call for every op a kernel would round otherwise (what optimize falls back to "
                    "for a file as accurate as eager but not within 1e-4 of it).")
-@click.option("--cuda-graph", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
-              help="Launch the forward as one CUDA graph: auto where it makes many launches, on wherever it can be "
-                   "captured.")
+@click.option("--cuda-graph", type=click.Choice(["auto", "on", "off"]), default=None,
+              help="Launch the forward as one CUDA graph: auto (the default) where it makes many launches, on "
+                   "wherever it can be captured.")
 @click.option("--choice", "choice_values", multiple=True, metavar="NAME=VALUE",
               help="One of the planner's choices set (kfuse/kernels/choices.py; what kfuse tune varies), e.g. "
                    "channels_last=false.")
@@ -141,7 +141,8 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
         planned = choices.parse(list(choice_values), choices.EAGER_ROUNDING if eager_rounding else choices.Choices())
     except ValueError as err:
         fail(str(err))
-    planned = dataclasses.replace(planned, cuda_graph=cuda_graph)
+    if cuda_graph is not None:
+        planned = dataclasses.replace(planned, cuda_graph=cuda_graph)
     try:
         with choices.using(planned):
             result = optimize(problem, output, device, precision)

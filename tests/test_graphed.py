@@ -258,3 +258,20 @@ def test_optimize_plans_again_without_the_graph_when_the_judge_fails_the_graphed
     assert "GraphedForward" not in (tmp_path / "new.py").read_text()
     written = json.loads(report.read_text())
     assert written["ungraphed_fallback"] and not written["cuda_graph"] and written["status"] == "correct"
+
+
+def test_the_graph_choice_is_set_by_its_flag_or_by_choice(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    import kfuse.cli
+    import kfuse.compiler.optimize
+
+    problem = tmp_path / "layers.py"
+    problem.write_text(LAYERS)
+    monkeypatch.setattr(kfuse.compiler.optimize, "use_graph", lambda choice, *rest: choice != "off")
+    for flags, graphed in ([], True), (["--choice", "cuda_graph=off"], False), (["--cuda-graph", "off"], False):
+        out = tmp_path / f"new_{len(flags)}_{graphed}.py"
+        done = CliRunner().invoke(kfuse.cli.main, ["optimize", str(problem), "-o", str(out), "--device", "cpu",
+                                                   "--no-check", *flags])
+        assert done.exit_code == 0, done.output
+        assert ("GraphedForward" in out.read_text()) == graphed, flags
