@@ -46,6 +46,7 @@ import torch
 
 from kfuse.kernels import choices, printing
 from kfuse.kernels.eager_precision import runs_tf32, tf32_rounding
+from kfuse.kernels.gemm_cuda import ASYNC_COPY
 from kfuse.kernels.steps import (FUSABLE_DTYPES, FusedKernel, LibraryCall, TupleItem, boxed_arguments, mutates,
                                  tensor_meta)
 
@@ -750,16 +751,7 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
         }
 }
 
-#if defined(KF_CONV_POINTWISE_TC)
-// 16 bytes global -> shared without passing through registers (zeros where !valid: nothing is read then).
-__device__ __forceinline__ void conv_copy16(float* dst, const float* src, bool valid) {
-    const unsigned at = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(at), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void conv_copies_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int PENDING>
-__device__ __forceinline__ void conv_copies_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING)); }
-
+#if defined(KF_CONV_POINTWISE_TC)  // (its copies: kf_gemm::copy_async, gemm_cuda.ASYNC_COPY)
 // A 1x1 convolution (stride 1, no padding or dilation) is a GEMM per image: out[n, co, s] = sum_ci w[co, ci] x[n, ci, s].
 // conv_igemm_tc's TF32 product, operands rounded alike and summed in the same order (the same bits), without its
 // im2col gather: both tiles are copied to shared memory 16 bytes at a time (cp.async), the next K tile in flight
@@ -788,15 +780,15 @@ conv_pointwise_tc(const float* __restrict__ x, const float* __restrict__ w, cons
         for (int j = 0; j < BM * BK / 4 / CONV_THREADS; ++j) {
             const int c = threadIdx.x + j * CONV_THREADS, m = c / (BK / 4), kc = c % (BK / 4) * 4;
             const bool ok = m0 + m < g.out_per_group && k0 + kc < K;
-            conv_copy16(&As[buf][m][kc], ok ? wg + m * K + k0 + kc : w, ok);
+            kf_gemm::copy_async<16>(&As[buf][m][kc], ok ? wg + m * K + k0 + kc : w, ok);
         }
         #pragma unroll
         for (int j = 0; j < BK * BN / 4 / CONV_THREADS; ++j) {
             const int c = threadIdx.x + j * CONV_THREADS, k = c / (BN / 4), sc = c % (BN / 4) * 4;
             const bool ok = k0 + k < K && s0 + sc < g.in_plane;
-            conv_copy16(&Bs[buf][k][sc], ok ? xg + (k0 + k) * g.in_plane + sc : x, ok);
+            kf_gemm::copy_async<16>(&Bs[buf][k][sc], ok ? xg + (k0 + k) * g.in_plane + sc : x, ok);
         }
-        conv_copies_commit();
+        kf_gemm::copy_commit();
     };
 
     float acc[MI][4][4];
@@ -813,9 +805,9 @@ conv_pointwise_tc(const float* __restrict__ x, const float* __restrict__ w, cons
         const int buf = (int)(t & 1);
         if (t + 1 < tiles) {
             load(buf ^ 1, (t + 1) * BK);  // (its buffer was last read before the previous iteration's barrier)
-            conv_copies_wait<1>();
+            kf_gemm::copy_wait<1>();
         } else {
-            conv_copies_wait<0>();
+            kf_gemm::copy_wait<0>();
         }
         __syncthreads();
         #pragma unroll
@@ -1627,7 +1619,7 @@ def render(kernels: list[ConvKernel], target: str) -> ConvSources:
     pointwise = target == "cuda" and choices.current().conv_pointwise_tc and any(
         k.tf32 and not k.transposed and all(size == 1 for size in k.conv.args[1].meta["val"].shape[2:])
         for k in kernels)
-    templates = ("#define KF_CONV_POINTWISE_TC\n" if pointwise else "") + \
+    templates = ("#define KF_CONV_POINTWISE_TC\n" + ASYNC_COPY if pointwise else "") + \
                 (f"namespace kf {{ constexpr int64_t CONV_DIRECT_BELOW = {CONV_DIRECT_BELOW}; "
                  f"constexpr int SMALL_FILTER_TC_MAX_SMEM = {SMALL_FILTER_TC_MAX_SMEM}; "
                  f"constexpr int SMALL_FILTER_TC_STAGE_PITCH = {SMALL_FILTER_TC_STAGE_PITCH}; }}\n"

@@ -49,7 +49,11 @@ struct Problem {
 """
 
 # Asynchronous global -> shared copies: the tiled kernels' and the short-K kernel's staging.
-_ASYNC_COPY = r"""
+# Asynchronous global -> shared copies (cp.async), shared by the GEMM templates and kf::conv_pointwise_tc: guarded, so
+# a file holding both families holds them once.
+ASYNC_COPY = r"""
+#ifndef KF_ASYNC_COPY
+#define KF_ASYNC_COPY
 namespace kf_gemm {
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -74,6 +78,7 @@ __device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_gr
 template <int PENDING>
 __device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING)); }
 }  // namespace kf_gemm
+#endif  // KF_ASYNC_COPY
 """
 
 _MMA_SYNC_TEMPLATE = r"""
@@ -1197,7 +1202,7 @@ def gemm_template(tiles: bool, wgmma: bool, gemv: bool, small_k: bool = False) -
     launch code) where a step is one, with the Hopper kernel where a step runs it (the file then defines KF_SM90A,
     which every use of it is behind); the matrix-vector and short-K kernels where a step is one."""
     tiled = _MMA_SYNC_TEMPLATE + (WGMMA_TEMPLATE if wgmma else "") + _LAUNCH_TEMPLATE if tiles else ""
-    copies = _ASYNC_COPY if tiles or small_k else ""
+    copies = ASYNC_COPY if tiles or small_k else ""
     return copies + tiled + (GEMV_TEMPLATE if gemv else "") + (SMALL_K_TEMPLATE if small_k else "")
 
 
