@@ -164,12 +164,17 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
                                compile_modes=parse_compile_modes(compile_modes), precision=precision)
         verdict = judge_with_progress(problem, output, options)
         if verdict["status"] == "correct-parity" and not eager_rounding:
+            click.echo("kfuse: correct-parity (as accurate as eager, not within 1e-4 of it): planning again with "
+                       "eager's own rounding wherever a kernel would differ", err=True)
             rounded = dataclasses.replace(planned, eager_bits=choices.EAGER_ROUNDING.eager_bits)
-            verdict = _eager_rounding_fallback(problem, output, device, precision, options, verdict, report, rounded)
+            verdict = _plan_again(problem, output, device, precision, options, verdict, report, rounded,
+                                  "eager_rounding")
             planned = rounded if report.get("eager_rounding_fallback") else planned
         if verdict["status"] not in ("correct", "correct-parity") and report.get("cuda_graph"):
-            verdict = _ungraphed_fallback(problem, output, device, precision, options, verdict, report,
-                                          dataclasses.replace(planned, cuda_graph="off"))
+            click.echo(f"kfuse: {verdict['status']} with the forward as one CUDA graph: planning again without it",
+                       err=True)
+            verdict = _plan_again(problem, output, device, precision, options, verdict, report,
+                                  dataclasses.replace(planned, cuda_graph="off"), "ungraphed")
         report["verdict"] = verdict
         status = verdict["status"]
         if verdict.get("stages_s"):
@@ -179,18 +184,17 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
     sys.exit(EXIT_CORRECT if status in ("correct", None) else EXIT_VERDICT)
 
 
-def _eager_rounding_fallback(problem: Path, output: Path, device: str, precision: str, options, verdict: dict,
-                             report: dict, planned) -> dict:
-    """The file is as accurate as eager, but not within KernelBench's 1e-4 of eager's own rounding (a long scan
-    before an exp, TF32 calls the planner's probe did not see): plan again with every op kept as eager's call
-    that a kernel would round otherwise (Choices.eager_bits "all"). The new file replaces the first one only if
-    the judge finds it correct."""
+def _plan_again(problem: Path, output: Path, device: str, precision: str, options, verdict: dict, report: dict,
+                planned, suffix: str) -> dict:
+    """optimize's fallbacks: the problem planned again with `planned` into <output>_<suffix>.py and judged; that file
+    replaces the first only if the judge finds it correct (the report then says `<suffix>_fallback`). Used for a
+    correct-parity file (as accurate as eager, not within KernelBench's 1e-4 of eager's own rounding: planned again
+    with every op kept as eager's call that a kernel would round otherwise, Choices.eager_bits "all") and for a
+    graphed file the judge failed (a capture the planner's rules did not foresee failing: planned without it)."""
     from kfuse.compiler.optimize import optimize
     from kfuse.kernels import choices
 
-    click.echo("kfuse: correct-parity (as accurate as eager, not within 1e-4 of it): planning again with eager's "
-               "own rounding wherever a kernel would differ", err=True)
-    second = output.with_name(f"{output.stem}_eager_rounding.py")
+    second = output.with_name(f"{output.stem}_{suffix}.py")
     try:
         with choices.using(planned):
             result = optimize(problem, second, device, precision)
@@ -203,35 +207,8 @@ def _eager_rounding_fallback(problem: Path, output: Path, device: str, precision
         second.unlink(missing_ok=True)
         return verdict
     second.replace(output)
-    report.update({**result.to_dict(), "output": str(output), "eager_rounding_fallback": True})
-    click.echo(f"kfuse: kept the file with eager's rounding ({len(result.kernels)} kernel(s))", err=True)
-    return again
-
-
-def _ungraphed_fallback(problem: Path, output: Path, device: str, precision: str, options, verdict: dict,
-                        report: dict, planned) -> dict:
-    """A file whose forward runs as one CUDA graph failed the judge: plan it again without the graph (a capture
-    the planner's rules did not foresee failing). The new file replaces the first only if the judge finds it
-    correct."""
-    from kfuse.compiler.optimize import optimize
-    from kfuse.kernels import choices
-
-    click.echo(f"kfuse: {verdict['status']} with the forward as one CUDA graph: planning again without it", err=True)
-    second = output.with_name(f"{output.stem}_ungraphed.py")
-    try:
-        with choices.using(planned):
-            result = optimize(problem, second, device, precision)
-    except UsageError as err:
-        click.echo(f"kfuse: no such file: {err}", err=True)
-        return verdict
-    again = judge_with_progress(problem, second, options)
-    if again["status"] != "correct":
-        click.echo(f"kfuse: that file is {again['status']}: keeping the first", err=True)
-        second.unlink(missing_ok=True)
-        return verdict
-    second.replace(output)
-    report.update({**result.to_dict(), "output": str(output), "ungraphed_fallback": True})
-    click.echo("kfuse: kept the file without the CUDA graph", err=True)
+    report.update({**result.to_dict(), "output": str(output), f"{suffix}_fallback": True})
+    click.echo(f"kfuse: kept the file planned again ({len(result.kernels)} kernel(s))", err=True)
     return again
 
 
