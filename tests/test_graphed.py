@@ -176,15 +176,15 @@ class Sources:
 
 def test_the_rule_counts_launches_not_views_and_weighs_the_copies():
     empty = torch.fx.Graph()
-    many = Sources(50, ["aten.view.default"] * 20 + ["aten.cat.default"] * 10)
-    assert graphed.launches_per_forward(many) == 60
+    many = graphed.launches_per_forward(Sources(50, ["aten.view.default"] * 20 + ["aten.cat.default"] * 10))
+    assert many == 60
     assert not graphed.use_graph("auto", "cuda", empty, many, copied_bytes=0)
-    enough = Sources(50, ["aten.cat.default"] * 14)
+    enough = graphed.launches_per_forward(Sources(50, ["aten.cat.default"] * 14))
     assert graphed.use_graph("auto", "cuda", empty, enough, copied_bytes=10 << 20)
     assert not graphed.use_graph("auto", "cuda", empty, enough, copied_bytes=1 << 30)  # 1 GB in and out
-    assert graphed.use_graph("on", "cuda", empty, Sources(1, []), copied_bytes=1 << 30)
-    assert not graphed.use_graph("on", "cpu", empty, Sources(99, []), copied_bytes=0)
-    assert not graphed.use_graph("off", "cuda", empty, Sources(99, []), copied_bytes=0)
+    assert graphed.use_graph("on", "cuda", empty, 1, copied_bytes=1 << 30)
+    assert not graphed.use_graph("on", "cpu", empty, 99, copied_bytes=0)
+    assert not graphed.use_graph("off", "cuda", empty, 99, copied_bytes=0)
     with pytest.raises(ValueError, match="one of auto, on, off"):
         graphed.use_graph("always", "cuda", empty, many, copied_bytes=0)
 
@@ -269,9 +269,9 @@ def test_the_graph_choice_is_set_by_its_flag_or_by_choice(tmp_path, monkeypatch)
     problem = tmp_path / "layers.py"
     problem.write_text(LAYERS)
     monkeypatch.setattr(kfuse.compiler.optimize, "use_graph", lambda choice, *rest: choice != "off")
-    for flags, graphed in ([], True), (["--choice", "cuda_graph=off"], False), (["--cuda-graph", "off"], False):
-        out = tmp_path / f"new_{len(flags)}_{graphed}.py"
+    for flags, expected in ([], True), (["--choice", "cuda_graph=off"], False), (["--cuda-graph", "off"], False):
+        out = tmp_path / f"new_{len(flags)}_{expected}.py"
         done = CliRunner().invoke(kfuse.cli.main, ["optimize", str(problem), "-o", str(out), "--device", "cpu",
                                                    "--no-check", *flags])
         assert done.exit_code == 0, done.output
-        assert ("GraphedForward" in out.read_text()) == graphed, flags
+        assert ("GraphedForward" in out.read_text()) == expected, flags

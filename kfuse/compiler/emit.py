@@ -21,7 +21,7 @@ import torch
 from kfuse import __version__
 from kfuse.compiler.capture import Captured
 from kfuse.compiler.codegen import REGISTRATION, Sources
-from kfuse.compiler.graphed import GraphedForward, launches_per_forward
+from kfuse.compiler.graphed import GraphedForward
 
 
 # An emitted file's build flags (and the torch.compile backend's, kfuse/backend.py: one place to change them).
@@ -162,8 +162,9 @@ def copied_bytes(captured: Captured, example_inputs: list) -> int:
 
 
 def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, example_inputs: list,
-         precision: str = "fp32", graphed: bool = False) -> str:
-    """The file's text. graphed: the forward runs as one CUDA graph (kfuse/compiler/graphed.py)."""
+         precision: str = "fp32", graph_launches: int | None = None) -> str:
+    """The file's text. graph_launches: the forward runs as one CUDA graph (kfuse/compiler/graphed.py) in place of
+    that many launches; None: launch by launch."""
     source = problem_path.read_text(encoding="utf-8-sig")
     tree = ast.parse(source)
     model = _find_model(tree)
@@ -222,12 +223,13 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
         '                 if "no_implicit_headers" in load_inline.__code__.co_varnames else {})\n'
         "# Built once per source (the name carries a hash of both sources) and imported as a module.\n"
         + build_notes + "kernels = load_inline(\n    " + ",\n    ".join(build) + ",\n)\n")
+    graphed = graph_launches is not None
     if graphed:
         copied = [i for i, a in enumerate(call_args) if a in forward_args]
         run = "lambda *tensors: kernels.forward(list(tensors))" if sources.packed else "kernels.forward"
-        launches = launches_per_forward(sources)
         kernel_block.append(f"\n{inspect.getsource(GraphedForward)}\n\n"
-                            f"# {launches} launches per forward (kernels and library calls): one graph launches them.\n"
+                            f"# {graph_launches} launches per forward (kernels and library calls): one graph launches "
+                            f"them.\n"
                             f"forward_graph = GraphedForward({run}, copied={copied})\n")
     bases = ", ".join(ast.get_source_segment(source, b) for b in model.bases)
     model_new = [f"class ModelNew({bases}):",

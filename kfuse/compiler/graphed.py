@@ -136,12 +136,12 @@ def waits_on_host(graph: torch.fx.Graph) -> bool:
     return False
 
 
-def use_graph(choice: str, target: str, graph: torch.fx.Graph, sources, copied_bytes: int) -> bool:
-    """Whether the forward is emitted as a graph. copied_bytes: the caller's inputs and the outputs."""
+def use_graph(choice: str, target: str, graph: torch.fx.Graph, launches: int, copied_bytes: int) -> bool:
+    """Whether the forward is emitted as a graph. launches: launches_per_forward; copied_bytes: the caller's inputs
+    and the outputs."""
     if choice not in CHOICES:
         raise ValueError(f"cuda graph choice must be one of {', '.join(CHOICES)} (got {choice!r})")
     if target != "cuda" or choice == "off" or draws_random_numbers(graph) or waits_on_host(graph):
         return False
-    launches = launches_per_forward(sources)
     saved_s = launches * SAVED_PER_LAUNCH_S
     return choice == "on" or (launches >= MIN_LAUNCHES and copied_bytes / COPY_BYTES_PER_S <= saved_s / 4)

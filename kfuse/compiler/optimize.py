@@ -111,16 +111,17 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
     clock.stage("codegen")
     try:
         sources = generate(captured, steps, device)
-        graphed = use_graph(choices.current().cuda_graph, device, captured.graph, sources,
+        launches = launches_per_forward(sources)
+        graphed = use_graph(choices.current().cuda_graph, device, captured.graph, launches,
                             copied_bytes(captured, example))
-        text = emit(problem_path, captured, sources, device, example, precision, graphed)
+        text = emit(problem_path, captured, sources, device, example, precision, launches if graphed else None)
     except (EmitError, NotImplementedError) as err:
         raise UsageError(f"cannot emit a ModelNew for {problem_path.name}: {err}") from None
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text)
     clock.stage(None)
     return Optimized(output, device, sources.kernels, sources.library_calls, sources.unfused, clock.seconds,
-                     launches_per_forward(sources), graphed)
+                     launches, graphed)
 
 
 def follow_the_batch(captured, problem, init_inputs: list, example: list, drop_unused: bool = True) -> None:
