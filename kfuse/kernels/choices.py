@@ -37,8 +37,9 @@ class Choices:
     # "on" wherever it can be captured, "off" never
     cuda_graph: str = "auto"
     # CUDA: a 1x1 convolution eager runs in TF32 takes kf::conv_pointwise_tc (tiles copied by cp.async, no im2col
-    # gather) rather than kf::conv_igemm_tc; off until measured on a GPU
-    conv_pointwise_tc: bool = False
+    # gather) rather than kf::conv_igemm_tc: level1/87_conv_pointwise_2D 15.1 -> 8.0 ms, eager 4.8 (H100, 2026-11-27,
+    # results/ab-H100-2026-11-27), the same problem's judge passed; the sample's other files unchanged
+    conv_pointwise_tc: bool = True
 
     def label(self) -> str:
         """What differs from the defaults ("name=value, ..."), or "default"."""
@@ -82,7 +83,7 @@ ALTERNATIVES: list[Choices] = [
     replace(Choices(), channels_last=False),
     replace(Choices(), cuda_graph="on"),
     replace(Choices(), cuda_graph="off"),
-    replace(Choices(), conv_pointwise_tc=True),
+    replace(Choices(), conv_pointwise_tc=False),
 ]
 
 _ACTIVE: contextvars.ContextVar[Choices] = contextvars.ContextVar("kfuse_choices", default=Choices())
