@@ -187,10 +187,10 @@ def test_light_column_kernels_fit_their_launch_bounds_without_spilling(tmp_path_
     light = {name: (int(entry.split(" registers")[0].rsplit(None, 1)[-1]),
                     int(entry.split(" bytes spill stores")[0].rsplit(None, 1)[-1]))
              for name, entry in ptxas_entries(text["CUDA_SOURCE"], tmp_path_factory).items()
-             if re.search(r"fused_(sum|mean|amin|argmax)_cols4?IiE", name)}
+             if re.search(r"reduce_cols_lightI\d+fused_(sum|mean|amin|argmax)_reductioniLi[14]E", name)}
     assert len(light) == 8 and all(spills == 0 for _, spills in light.values()), light
     for name, (registers, _) in light.items():
-        assert registers <= (64 if re.search(r"fused_(sum|mean|amin)_colsIiE", name) else 32), (name, registers)
+        assert registers <= (64 if re.search(r"fused_(sum|mean|amin)_reductioniLi1E", name) else 32), (name, registers)
 
 
 # How an emitted file with a Hopper kernel is built where every GPU is an sm_90 one (its ARCH_FLAGS): sm_90a code
@@ -494,10 +494,11 @@ def test_a_short_k_product_takes_the_ffma_kernel_alone(tmp_path, tmp_path_factor
     assert len(kernels) == 4 and all("0 bytes stack frame, 0 bytes spill stores" in k for k in kernels), kernels
 
 
-def column_kernel_bounds(cuda_source: str) -> dict[str, str]:
-    """Each column kernel's name -> its launch bounds ("" without)."""
-    return {m.group(2): m.group(1) or "" for m in
-            re.finditer(r"__global__ void (__launch_bounds__\(.*?\) )?(\w+_cols4?)\(", cuda_source)}
+def light_levels(cuda_source: str) -> dict[str, int]:
+    """Each reduction kernel's name -> its policy's LIGHT: 0 the compiler's own register count in the column kernels;
+    1 held to 8 blocks per SM with 32-bit indexing (4 with 64-bit); 2 the same but 4 blocks for the scalar kernel."""
+    return {m.group(1): int(m.group(2)) for m in
+            re.finditer(r"struct (\w+)_reduction \{.*?\bLIGHT = (\d)", cuda_source, re.S)}
 
 
 def test_light_column_reductions_keep_eight_blocks_per_sm():
@@ -505,17 +506,13 @@ def test_light_column_reductions_keep_eight_blocks_per_sm():
     kernels (4 blocks for a one-value state's scalar kernel, 8 elsewhere with 32-bit indexing); a softmax's or a
     norm's state keeps the compiler's own register count (it would spill at 32)."""
     _, text = sources("column_reductions")
-    bounds = column_kernel_bounds(text["CUDA_SOURCE"])
-    light = "__launch_bounds__(256, sizeof(index_t) == 4 ? 8 : 4) "
-    assert {name for name, b in bounds.items() if b == light} == {
-        "fused_argmax_cols", *(f"fused_{r}_cols4" for r in ("mean", "amin", "argmax", "sum"))}
-    assert {name for name, b in bounds.items() if b == "__launch_bounds__(256, 4) "} == {
-        f"fused_{r}_cols" for r in ("mean", "amin", "sum")}
-    assert bounds["fused_mul_softmax_cols"] == bounds["fused_mul_softmax_cols4"] == ""
+    assert light_levels(text["CUDA_SOURCE"]) == {"fused_argmax": 1, "fused_mean": 2, "fused_amin": 2, "fused_sum": 2,
+                                                 "fused_mul_softmax": 0}
+    assert ("constexpr int blocks = R::LIGHT == 0 ? 0 : (R::LIGHT == 2 && WIDTH == 1) ? 4 : sizeof(index_t) == 4 ? 8 : 4;"
+            in text["CUDA_SOURCE"])
     _, text = sources("var_std_argmin")
-    bounds = column_kernel_bounds(text["CUDA_SOURCE"])
-    assert any(b == light for name, b in bounds.items() if "argmin" in name)
-    assert all(b == "" for name, b in bounds.items() if "argmin" not in name) and len(bounds) > 2
+    levels = light_levels(text["CUDA_SOURCE"])
+    assert len(levels) > 1 and all((level == 1) == ("argmin" in name) for name, level in levels.items()), levels
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")

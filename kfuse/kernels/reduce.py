@@ -22,6 +22,11 @@ then shared memory; when the kept dim is the contiguous one (sum over a middle d
 reduced range is split over several blocks: a first kernel writes partial states, a second merges them (in a fixed
 order: results are deterministic) and writes its slice. CPU: one row per iteration of `at::parallel_for`, states
 accumulated in double (sequential fp32 sums would lose precision against PyTorch's cascaded sums).
+
+Emitted code: those loops are written once per file (REDUCE_DRIVERS_CUDA: kf::reduce_rows, kf::reduce_cols,
+kf::reduce_launch; REDUCE_DRIVER_CPU: kf::reduce_run), templates over a policy struct that each kernel prints
+(`<kernel>_reduction`: its state, its phases' functions, a few constants). A network's file grows with its
+reductions' own work, not with a copy of the loops per kernel (Swin V2: 8,921 -> 7,660 lines).
 """
 
 from __future__ import annotations
@@ -506,6 +511,307 @@ __device__ __forceinline__ float4 kfr_load_cols4(const kf::RView& v, const kf::R
     if (v.os[g.ond - 1] == 0) { const float x = v.data[at]; return make_float4(x, x, x, x); }
     return *reinterpret_cast<const float4*>(v.data + at);
 }
+"""
+
+# The loops every fused reduction runs on CUDA, one template each, instantiated per kernel with its policy struct R
+# (_Printer.policy: R::state, R::row, R::args, the per-element and per-row functions, and the constants below).
+REDUCE_DRIVERS_CUDA = r"""
+namespace kf {
+// A reduction's state moved between lanes a 32-bit word at a time (its fields are 4 or 8 bytes wide).
+template <class State>
+__device__ __forceinline__ State shfl_down_state(const State& s, int off, int width) {
+    static_assert(sizeof(State) % 4 == 0, "a state is whole 32-bit words");
+    State t;
+    const int* in = reinterpret_cast<const int*>(&s);
+    int* out = reinterpret_cast<int*>(&t);
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof(State) / 4); ++i) out[i] = __shfl_down_sync(0xffffffffu, in[i], off, width);
+    return t;
+}
+template <class State>
+__device__ __forceinline__ State shfl_first_state(const State& s, int width) {
+    State t;
+    const int* in = reinterpret_cast<const int*>(&s);
+    int* out = reinterpret_cast<int*>(&t);
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof(State) / 4); ++i) out[i] = __shfl_sync(0xffffffffu, in[i], 0, width);
+    return t;
+}
+
+// Merge over the `group` threads of a row (part of a warp, a warp, or the whole block): every thread gets the same
+// state. Every lane of the warp takes part (the rows kernel keeps its loop warp-uniform); a group narrower than a
+// warp reduces its own row only.
+template <class R>
+__device__ __forceinline__ typename R::state reduce_group(typename R::state s, int group, typename R::state* red) {
+    const int width = group < 32 ? group : 32;
+    for (int off = width / 2; off > 0; off >>= 1) R::merge(s, shfl_down_state(s, off, width));
+    if (group <= 32) return shfl_first_state(s, width);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) red[warp] = s;
+    __syncthreads();
+    if (warp == 0) {
+        s = lane < group / 32 ? red[lane] : R::init();
+        for (int off = 16; off > 0; off >>= 1) R::merge(s, shfl_down_state(s, off, 32));
+        if (lane == 0) red[0] = s;
+    }
+    __syncthreads();
+    s = red[0];
+    __syncthreads();
+    return s;
+}
+
+// A group of threads per row (stage 0: everything; 1: partial states of one slice into ws; 2: merge the row's
+// partial states, then write the slice).
+// CACHED: each thread keeps the float4s of the views the full phase reads again (R::CACHED of them) in shared
+// memory (its own slots: no barrier), so that phase reads them there, not from DRAM or L2: one row per block, stage 0.
+template <class R, typename index_t, bool CACHED>
+__global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, int stage, typename R::state* ws) {
+    using state = typename R::state;
+    __shared__ state red[32];
+    extern __shared__ float4 reduce_row_cache[];
+    float4* const cache = CACHED ? reduce_row_cache : nullptr;
+    const index_t stride = (index_t)((g.rlen + 3) / 4);  // float4 slots per view
+    const int lane = threadIdx.x % group, per_block = blockDim.x / group;
+    const index_t chunk = (index_t)((((g.rlen + splits - 1) / splits) + 3) / 4 * 4);
+    const int64_t units = g.rows * splits;
+    // Groups narrower than a warp: the warp steps through its units together (`first` is its lowest), so the
+    // shuffles always have every lane; a group past the last unit reduces an empty range and writes nothing.
+    const int sub = group < 32 ? (threadIdx.x % 32) / group : 0;
+    for (int64_t first = (int64_t)blockIdx.x * per_block + threadIdx.x / group - sub; first < units;
+         first += (int64_t)gridDim.x * per_block) {
+        const bool live = first + sub < units;
+        const int64_t u = live ? first + sub : first;
+        const index_t o = (index_t)(u / splits);
+        const int split = (int)(u % splits);
+        const index_t r0 = (index_t)split * chunk;
+        const int64_t end = (int64_t)r0 + chunk;
+        const index_t r1 = live ? (index_t)(end < g.rlen ? end : g.rlen) : r0;
+        index_t ob[R::VIEWS];
+        R::template row_offsets<index_t>(A, g, o, ob);
+        const int head = R::template vec_head<index_t>(A, g, ob, r0);
+        const index_t v0 = head < 0 ? r0 : (r0 + head < r1 ? r0 + head : r1);
+        const index_t tail = head < 0 ? r0 : v0 + ((r1 - v0) / 4) * 4;
+        state s = R::init();
+        if constexpr (R::ACCUMULATES) {
+            if (stage != 2) {
+                for (index_t r = r0 + lane; r < v0; r += group) R::template accumulate<index_t>(A, g, ob, r, s);
+                if constexpr (R::PARTIALS) {  // four independent chains, merged in order
+                    state part[4] = {R::init(), R::init(), R::init(), R::init()};
+#pragma unroll 4
+                    for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group)
+                        R::template accumulate4<index_t>(A, g, ob, r, part, cache == nullptr ? nullptr : cache + (r - v0) / 4, stride);
+                    for (int j = 0; j < 4; ++j) R::merge(s, part[j]);
+                } else {
+#pragma unroll 4
+                    for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group)
+                        R::template accumulate4<index_t>(A, g, ob, r, &s, cache == nullptr ? nullptr : cache + (r - v0) / 4, stride);
+                }
+                for (index_t r = tail + lane; r < r1; r += group) R::template accumulate<index_t>(A, g, ob, r, s);
+            }
+        }
+        if (stage == 2) { for (int j = lane; j < splits; j += group) R::merge(s, ws[u - split + j]); }
+        s = reduce_group<R>(s, group, red);
+        if (stage == 1) {
+            if (live && lane == 0) ws[u] = s;
+            continue;
+        }
+        const typename R::row rv = R::template finish<index_t>(A, g, s, (kf_acc)g.rlen, ob);
+        if (live && split == 0 && lane == 0) R::template write_row<index_t>(A, s, rv, o, ob);
+        if constexpr (R::HAS_FULL) {
+            for (index_t r = r0 + lane; r < v0; r += group) R::template full<index_t>(A, g, ob, r, rv);
+            for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group)
+                R::template full4<index_t>(A, g, ob, r, rv, cache == nullptr ? nullptr : cache + (r - v0) / 4, stride);
+            for (index_t r = tail + lane; r < r1; r += group) R::template full<index_t>(A, g, ob, r, rv);
+        }
+    }
+}
+
+// WIDTH 1: 32 neighbouring rows per block (threadIdx.x), the reduced range strided over threadIdx.y: coalesced when
+// the kept dim is the contiguous one. WIDTH 4: the same with four neighbouring rows per thread (a float4 per view
+// along the contiguous kept dim: 128 rows per block), for views that allow it (R::cols4_ok) and rows in fours.
+template <class R, typename index_t, int WIDTH>
+__device__ __forceinline__ void reduce_cols_body(const typename R::args& A, const RGeom& g, int splits, int stage,
+                                                 typename R::state* ws) {
+    using state = typename R::state;
+    __shared__ state red[8][32 * WIDTH + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const index_t chunk = (index_t)((((g.rlen + splits - 1) / splits) + 3) / 4 * 4);
+    const int64_t tiles = (g.rows + 32 * WIDTH - 1) / (32 * WIDTH);
+    for (int64_t u = blockIdx.x; u < tiles * splits; u += gridDim.x) {
+        const int64_t tile = u / splits;
+        const int split = (int)(u % splits);
+        const int64_t row = tile * 32 * WIDTH + WIDTH * tx;
+        const bool valid = row < g.rows;  // (rows come in fours where WIDTH is 4: all four valid or none)
+        const index_t o = (index_t)(valid ? row : 0);
+        const index_t r0 = (index_t)split * chunk;
+        const int64_t end = (int64_t)r0 + chunk;
+        const index_t r1 = (index_t)(end < g.rlen ? end : g.rlen);
+        index_t ob[R::VIEWS];
+        R::template row_offsets<index_t>(A, g, o, ob);
+        state s[WIDTH];
+        for (int q = 0; q < WIDTH; ++q) s[q] = R::init();
+        if (valid) {
+            if constexpr (R::ACCUMULATES) {
+                if (stage != 2) {
+#pragma unroll 4
+                    for (index_t r = r0 + ty; r < r1; r += 8) {
+                        if constexpr (WIDTH == 4) R::template accumulate_cols4<index_t>(A, g, ob, r, s);
+                        else R::template accumulate<index_t>(A, g, ob, r, s[0]);
+                    }
+                }
+            }
+            if (stage == 2) {
+                for (int j = ty; j < splits; j += 8)
+                    for (int q = 0; q < WIDTH; ++q) R::merge(s[q], ws[(int64_t)(o + q) * splits + j]);
+            }
+        }
+        for (int q = 0; q < WIDTH; ++q) red[ty][WIDTH * tx + q] = s[q];
+        __syncthreads();
+        if (ty == 0) {
+            for (int q = 0; q < WIDTH; ++q) {
+                for (int j = 1; j < 8; ++j) R::merge(s[q], red[j][WIDTH * tx + q]);
+                red[0][WIDTH * tx + q] = s[q];
+            }
+        }
+        __syncthreads();
+        for (int q = 0; q < WIDTH; ++q) s[q] = red[0][WIDTH * tx + q];
+        __syncthreads();
+        if (!valid) continue;
+        if (stage == 1) {
+            if (ty == 0) for (int q = 0; q < WIDTH; ++q) ws[(int64_t)(o + q) * splits + split] = s[q];
+            continue;
+        }
+        typename R::row rv[WIDTH];
+        for (int q = 0; q < WIDTH; ++q) {
+            index_t obq[R::VIEWS];  // row o + q: one step along the contiguous kept dim (stride 1, or 0 for a constant view)
+            for (int k = 0; k < R::VIEWS; ++k) obq[k] = ob[k] + (index_t)q * (index_t)A.v[k].os[g.ond - 1];
+            rv[q] = R::template finish<index_t>(A, g, s[q], (kf_acc)g.rlen, obq);
+            if (split == 0 && ty == 0) R::template write_row<index_t>(A, s[q], rv[q], o + q, obq);
+        }
+        if constexpr (R::HAS_FULL) {
+            if constexpr (WIDTH == 4) {
+#pragma unroll 2
+                for (index_t r = r0 + ty; r < r1; r += 8) R::template full_cols4<index_t>(A, g, ob, r, rv);
+            } else {
+#pragma unroll 4
+                for (index_t r = r0 + ty; r < r1; r += 8) R::template full<index_t>(A, g, ob, r, rv[0]);
+            }
+        }
+    }
+}
+template <class R, typename index_t, int WIDTH>
+__global__ void reduce_cols(typename R::args A, RGeom g, int splits, int stage, typename R::state* ws) {
+    reduce_cols_body<R, index_t, WIDTH>(A, g, splits, stage, ws);
+}
+// A light reduction (R::LIGHT: one input, a small state, no full output) keeps 8 blocks per SM in the column
+// kernels with 32-bit indexing: 32 registers, no spill (H100: argmax over a middle dim 1.72 -> 1.49 ms, sum 1.52 ->
+// 1.49). Heavier ones spill there (softmax, Welford: 24-212 bytes), so they keep the compiler's choice. But the
+// scalar kernel of a one-field state (R::LIGHT 2) runs faster at 4 blocks and 64 registers, its loop keeping more
+// loads in flight (H100, sum over dim 1 of 128 x 4096 x 4095: 3.31 -> 3.07 ms; an arg-extreme's there 3.84 -> 5.34).
+template <class R, typename index_t, int WIDTH, int MIN_BLOCKS>
+__global__ void __launch_bounds__(256, MIN_BLOCKS)
+reduce_cols_light(typename R::args A, RGeom g, int splits, int stage, typename R::state* ws) {
+    reduce_cols_body<R, index_t, WIDTH>(A, g, splits, stage, ws);
+}
+template <class R, typename index_t, int WIDTH>
+inline auto reduce_cols_kernel() {
+    constexpr int blocks = R::LIGHT == 0 ? 0 : (R::LIGHT == 2 && WIDTH == 1) ? 4 : sizeof(index_t) == 4 ? 8 : 4;
+    if constexpr (blocks == 0) return reduce_cols<R, index_t, WIDTH>;
+    else return reduce_cols_light<R, index_t, WIDTH, blocks>;
+}
+
+template <class R>
+RConfig reduce_config_of(const typename R::args& A, const RGeom& g, int sms) {
+    const int v = R::COLUMN_VIEW;
+    const bool column = g.rnd > 0 && g.ond > 0 && A.v[v].rs[g.rnd - 1] != 1 && A.v[v].os[g.ond - 1] == 1;
+    const bool four = column && g.osz[g.ond - 1] % 4 == 0 && R::cols4_ok(A, g);
+    return reduce_config(g, column, four ? 4 : 1, sms);
+}
+
+template <class R>
+int64_t reduce_workspace(const typename R::args& A, const RGeom& g, int sms) {
+    const RConfig c = reduce_config_of<R>(A, g, sms);
+    return c.splits > 1 ? g.rows * c.splits * (int64_t)sizeof(typename R::state) : 0;
+}
+
+template <class R, typename index_t>
+void reduce_launch_t(const typename R::args& A, const RGeom& g, int sms, void* ws, cudaStream_t stream) {
+    const RConfig c = reduce_config_of<R>(A, g, sms);
+    typename R::state* states = static_cast<typename R::state*>(ws);
+    if (c.column) {  // (a block per tile: reduce_config)
+        const dim3 block(32, 8);
+        auto kernel = c.width == 4 ? reduce_cols_kernel<R, index_t, 4>() : reduce_cols_kernel<R, index_t, 1>();
+        const unsigned blocks = c.blocks;
+        if (c.splits == 1) {
+            kernel<<<blocks, block, 0, stream>>>(A, g, 1, 0, states);
+        } else {
+            kernel<<<blocks, block, 0, stream>>>(A, g, c.splits, 1, states);
+            kernel<<<blocks, block, 0, stream>>>(A, g, c.splits, 2, states);
+        }
+        return;
+    }
+    // Unsplit row launches: at most one full wave (blocks resident at once per SM, per block size, found once).
+    // Split ones keep their grid: cut to a wave, LayerNorm over 128 rows of 4M lost 2.4%.
+    if constexpr (R::CACHED > 0) {
+        // The row held in shared memory where one row per block fits three blocks per SM, 512 threads a row past
+        // 8192 floats (H100, results/softmax-rows-H100-2026-11-27/: softmax over 2^15 rows of 16384 floats 2.23 ->
+        // 1.90 ms, LayerNorm there 2.39 -> 1.92, log_softmax over 2^16 rows of 8192 2.12 -> 1.60).
+        constexpr int64_t most = 72 * 1024;  // three blocks per SM on an H100
+        const int64_t cache_bytes = (int64_t)R::CACHED * ((g.rlen + 3) / 4) * 16;
+        if (c.splits == 1 && c.group == (int)c.threads && cache_bytes <= most) {
+            const int threads = g.rlen > 8192 ? 512 : c.group;
+            const int kb = (int)((cache_bytes + 1023) / 1024);
+            static int cached_per_sm[17][most / 1024 + 1] = {};
+            auto kernel = reduce_rows<R, index_t, true>;
+            if (kb <= 48 || cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kb * 1024) == cudaSuccess) {
+                const unsigned blocks = one_wave(kernel, threads, sms, c.blocks, cached_per_sm[threads / 64][kb],
+                                                 (size_t)kb * 1024);
+                kernel<<<blocks, threads, (size_t)kb * 1024, stream>>>(A, g, threads, 1, 0, states);
+                return;
+            }
+            (void)cudaGetLastError();
+        }
+    }
+    static int per_sm[17] = {};
+    auto rows = reduce_rows<R, index_t, false>;
+    const unsigned blocks = c.splits > 1 ? c.blocks : one_wave(rows, c.threads, sms, c.blocks, per_sm[c.threads / 64]);
+    if (c.splits == 1) {
+        rows<<<blocks, c.threads, 0, stream>>>(A, g, c.group, 1, 0, states);
+    } else {
+        rows<<<blocks, c.threads, 0, stream>>>(A, g, c.group, c.splits, 1, states);
+        rows<<<blocks, c.threads, 0, stream>>>(A, g, c.group, c.splits, 2, states);
+    }
+}
+
+template <class R>
+void reduce_launch(const typename R::args& A, const RGeom& g, bool small_index, int sms, void* ws, cudaStream_t stream) {
+    if (small_index) reduce_launch_t<R, int32_t>(A, g, sms, ws, stream);
+    else reduce_launch_t<R, int64_t>(A, g, sms, ws, stream);
+}
+}  // namespace kf
+"""
+
+# The CPU loop: a row per iteration of at::parallel_for, the policy's phases in order.
+REDUCE_DRIVER_CPU = r"""
+namespace kf {
+template <class R>
+void reduce_run(const typename R::args& A, const RGeom& g) {
+    const int64_t grain = std::max<int64_t>(1, (int64_t)32768 / std::max<int64_t>(1, g.rlen));
+    at::parallel_for(0, g.rows, grain, [&](int64_t begin, int64_t end) {
+        int64_t ob[R::VIEWS];
+        for (int64_t o = begin; o < end; ++o) {
+            R::template row_offsets<int64_t>(A, g, o, ob);
+            typename R::state s = R::init();
+            if constexpr (R::ACCUMULATES)
+                for (int64_t r = 0; r < g.rlen; ++r) R::template accumulate<int64_t>(A, g, ob, r, s);
+            const typename R::row rv = R::template finish<int64_t>(A, g, s, (kf_acc)g.rlen, ob);
+            R::template write_row<int64_t>(A, s, rv, o, ob);
+            if constexpr (R::HAS_FULL)
+                for (int64_t r = 0; r < g.rlen; ++r) R::template full<int64_t>(A, g, ob, r, rv);
+        }
+    });
+}
+}  // namespace kf
 """
 
 # --------------------------------------------------------------------------------------------------------------
@@ -1624,326 +1930,61 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
 
     def state(self) -> str:
         fields = "".join(f"    {t} {name};\n" for t, name, _ in self.red.fields)
+        return f"struct {self.n}_state {{\n{fields}}};\n"
+
+    def state_functions(self) -> str:
         init = "".join(f" s.{name} = {value};" for _, name, value in self.red.fields)
-        return (f"struct {self.n}_state {{\n{fields}}};\n"
-                f"KF_INLINE {self.n}_state {self.n}_init() {{ {self.n}_state s;{init} return s; }}\n"
+        return (f"KF_INLINE {self.n}_state {self.n}_init() {{ {self.n}_state s;{init} return s; }}\n"
                 f"KF_INLINE void {self.n}_merge({self.n}_state& a, const {self.n}_state& b) {{ {self.red.merge} }}\n")
 
-    def helpers(self) -> str:
-        parts = [self.state(), self.row_struct(), self.row_offsets(), self.accumulate(), self.finish(),
-                 self.write_row()]
-        if self.k.full_outputs:
-            parts.append(self.full())
-        return f"// ---- {self.n}: {' -> '.join(self.k.ops)}\n" + "\n".join(parts)
+    def helpers(self, target: str) -> str:
+        """The kernel's state and row types, then its policy struct (what the shared drivers instantiate)."""
+        return (f"// ---- {self.n}: {' -> '.join(self.k.ops)}\n" + self.state() + "\n" + self.row_struct()
+                + "\n" + self.policy(target))
 
     def decls(self) -> str:
         nr, ni = len(self.k.row_outputs) + (self.spec.row_weight is not None), len(self.k.index_outputs)
         return (f"struct {self.n}_args {{\n    kf::RView v[{self.nviews}];\n"
                 f"    float* rowout[{max(nr, 1)}];\n    int64_t* idxout[{max(ni, 1)}];\n}};\n")
 
-    # -- loops -------------------------------------------------------------------------------------------
-    def cpu(self) -> str:
-        n, nv = self.n, self.nviews
-        full = (f"                for (int64_t r = 0; r < g.rlen; ++r) {n}_full<int64_t>(A, g, ob, r, rv);\n"
-                if self.k.full_outputs else "")
-        accumulate = ("" if self.spec.skip_accumulate else
-                      f"                for (int64_t r = 0; r < g.rlen; ++r) {n}_accumulate<int64_t>(A, g, ob, r, s);\n")
-        return f"""
-void {n}_run(const {n}_args& A, const kf::RGeom& g) {{
-    const int64_t grain = std::max<int64_t>(1, (int64_t)32768 / std::max<int64_t>(1, g.rlen));
-    at::parallel_for(0, g.rows, grain, [&](int64_t begin, int64_t end) {{
-        int64_t ob[{nv}];
-        for (int64_t o = begin; o < end; ++o) {{
-            {n}_row_offsets<int64_t>(A, g, o, ob);
-            {n}_state s = {n}_init();
-{accumulate}            const {n}_row rv = {n}_finish<int64_t>(A, g, s, (kf_acc)g.rlen, ob);
-            {n}_write_row<int64_t>(A, s, rv, o, ob);
-{full}        }}
-    }});
-}}
-"""
-
-    def shuffles(self) -> str:
-        n = self.n
-        down = "".join(f" t.{name} = __shfl_down_sync(0xffffffffu, s.{name}, off, width);"
-                       for _, name, _ in self.red.fields)
-        bcast = "".join(f" t.{name} = __shfl_sync(0xffffffffu, s.{name}, 0, width);" for _, name, _ in self.red.fields)
-        return f"""
-// (within segments of `width` lanes: a group narrower than a warp reduces its own row only)
-__device__ __forceinline__ {n}_state {n}_shfl_down(const {n}_state& s, int off, int width) {{ {n}_state t;{down} return t; }}
-__device__ __forceinline__ {n}_state {n}_shfl_first(const {n}_state& s, int width) {{ {n}_state t;{bcast} return t; }}
-// Merge over the `group` threads of a row (part of a warp, a warp, or the whole block): every thread gets the same
-// state. Every lane of the warp takes part (the rows kernel keeps its loop warp-uniform).
-__device__ __forceinline__ {n}_state {n}_group_reduce({n}_state s, int group, {n}_state* red) {{
-    const int width = group < 32 ? group : 32;
-    for (int off = width / 2; off > 0; off >>= 1) {n}_merge(s, {n}_shfl_down(s, off, width));
-    if (group <= 32) return {n}_shfl_first(s, width);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) red[warp] = s;
-    __syncthreads();
-    if (warp == 0) {{
-        s = lane < group / 32 ? red[lane] : {n}_init();
-        for (int off = 16; off > 0; off >>= 1) {n}_merge(s, {n}_shfl_down(s, off, 32));
-        if (lane == 0) red[0] = s;
-    }}
-    __syncthreads();
-    s = red[0];
-    __syncthreads();
-    return s;
-}}
-"""
-
-    def cuda(self, column_view: int) -> str:
-        n, nv = self.n, self.nviews
-        has_full = bool(self.k.full_outputs)
-        at = "cache == nullptr ? nullptr : cache + (r - v0) / 4, stride" if self.cached else "nullptr, 0"
-        loop = (f"#pragma unroll 4\n            for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group) "
-                f"{n}_accumulate4<index_t>(A, g, ob, r, {'part' if self.red.partials else '&s'}, {at});\n")
-        vector_rows = (f"            {n}_state part[4] = {{{n}_init(), {n}_init(), {n}_init(), {n}_init()}};\n"
-                       f"{loop}            for (int j = 0; j < 4; ++j) {n}_merge(s, part[j]);\n"
-                       if self.red.partials else loop)
-        acc_rows = ("" if self.spec.skip_accumulate else
-                    f"        if (stage != 2) {{\n"
-                    f"            for (index_t r = r0 + lane; r < v0; r += group) {n}_accumulate<index_t>(A, g, ob, r, s);\n"
-                    f"{vector_rows}"
-                    f"            for (index_t r = tail + lane; r < r1; r += group) "
-                    f"{n}_accumulate<index_t>(A, g, ob, r, s);\n"
-                    f"        }}\n")
-        acc_cols = ("" if self.spec.skip_accumulate else
-                    f"            if (stage != 2) {{\n#pragma unroll 4\n            for (index_t r = r0 + ty; r < r1; r += 8) "
-                    f"{n}_accumulate<index_t>(A, g, ob, r, s); }}\n")
-        full_rows = (f"        for (index_t r = r0 + lane; r < v0; r += group) {n}_full<index_t>(A, g, ob, r, rv);\n"
-                     f"        for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group) {n}_full4<index_t>(A, g, ob, r, rv, {at});\n"
-                     f"        for (index_t r = tail + lane; r < r1; r += group) {n}_full<index_t>(A, g, ob, r, rv);\n"
-                     if has_full else "")
-        full_cols = (f"#pragma unroll 4\n            for (index_t r = r0 + ty; r < r1; r += 8) {n}_full<index_t>(A, g, ob, r, rv);\n"
-                     if has_full else "")
-        acc_cols4 = ("" if self.spec.skip_accumulate else
-                     f"            if (stage != 2) {{\n#pragma unroll 4\n            for (index_t r = r0 + ty; r < r1; r += 8) "
-                     f"{n}_accumulate_cols4<index_t>(A, g, ob, r, s); }}\n")
-        full_cols4 = (f"#pragma unroll 2\n        for (index_t r = r0 + ty; r < r1; r += 8) {n}_full_cols4<index_t>(A, g, ob, r, rv);\n"
-                      if has_full else "")
-        # A light reduction (one input, a small state, no full output) keeps 8 blocks per SM in the column kernels
-        # with 32-bit indexing: 32 registers, no spill (H100: argmax over a middle dim 1.72 -> 1.49 ms, sum 1.52 ->
-        # 1.49). Heavier ones spill there (softmax, Welford: 24-212 bytes), so they keep the compiler's choice.
+    def policy(self, target: str) -> str:
+        """`{n}_reduction`: the types, constants and per-element / per-row functions kf::reduce_rows, _cols,
+        kf::reduce_launch (CUDA) and kf::reduce_run (CPU) are instantiated with (REDUCE_DRIVERS_CUDA,
+        REDUCE_DRIVER_CPU). The functions are printed with the kernel's name as a prefix, which the struct drops (its
+        types are `state`, `row` and `args` inside it)."""
+        n, k = self.n, self.k
+        parts = [self.state_functions(), self.row_offsets(), self.accumulate(), self.finish(), self.write_row()]
+        if k.full_outputs:
+            parts.append(self.full())
+        if target == "cuda":
+            views = dict.fromkeys([self.column_view()] + self.cols4_views())
+            checks = " && ".join(f"kf::cols4_view_ok(A.v[{i}], g)" for i in views)
+            parts += [self.vec4(), self.cols4(),
+                      f"// the four-rows column kernel's float4 views allow it\n"
+                      f"static bool cols4_ok(const {n}_args& A, const kf::RGeom& g) {{ return {checks}; }}\n"]
+        body = re.sub(rf"\b{n}_(\w+)", r"\1", "\n".join(parts))  # (its types too: the struct names them)
+        body = re.sub(r"(?m)^(KF_INLINE|__device__ __forceinline__) ", r"static \1 ", body)
+        body = "\n".join(f"    {line}" if line.strip() else "" for line in body.strip("\n").split("\n"))
+        has_full = bool(k.full_outputs)
         light = (not has_full and not self.spec.extra and self.nviews == 1
                  and (len(self.red.fields) == 1 or self.red.light))
-        bounds = "__launch_bounds__(256, sizeof(index_t) == 4 ? 8 : 4) " if light else ""
-        # ... but the scalar column kernel of a one-field state runs faster at 4 blocks and 64 registers, its loop
-        # keeping more loads in flight (H100, sum over dim 1 of 128 x 4096 x 4095: 3.31 -> 3.07 ms; an arg-extreme's
-        # there 3.84 -> 5.34, so it keeps 8).
-        scalar_bounds = "__launch_bounds__(256, 4) " if light and len(self.red.fields) == 1 else bounds
-        cols4_views = ", ".join(str(i) for i in dict.fromkeys([column_view] + self.cols4_views()))
-        cache_doc = cache_param = cache_decl = cache_launch = ""
-        if self.cached:
-            cache_doc = ("\n// CACHED: each thread keeps the float4s of the views the full phase reads again "
-                         "in shared memory (its own\n// slots: no barrier), so that phase reads them there, not from "
-                         "DRAM or L2: one row per block, stage 0.")
-            cache_param = ", bool CACHED"
-            cache_decl = (f"    extern __shared__ float4 {n}_cache[];\n"
-                          f"    float4* const cache = CACHED ? {n}_cache : nullptr;\n"
-                          f"    const index_t stride = (index_t)((g.rlen + 3) / 4);  // float4 slots per view\n")
-            cache_launch = f"""
-    // The row held in shared memory (the rows kernel's CACHED) where one row per block fits three blocks per SM,
-    // 512 threads a row past 8192 floats (H100, results/softmax-rows-H100-2026-11-27/: softmax over 2^15 rows of
-    // 16384 floats 2.23 -> 1.90 ms, LayerNorm there 2.39 -> 1.92, log_softmax over 2^16 rows of 8192 2.12 -> 1.60).
-    constexpr int64_t most = 72 * 1024;  // three blocks per SM on an H100
-    const int64_t cache_bytes = (int64_t){len(self.cached)} * ((g.rlen + 3) / 4) * 16;
-    if (c.splits == 1 && c.group == (int)c.threads && cache_bytes <= most) {{
-        const int threads = g.rlen > 8192 ? 512 : c.group;
-        const int kb = (int)((cache_bytes + 1023) / 1024);
-        static int cached_per_sm[17][most / 1024 + 1] = {{}};
-        auto kernel = {n}_rows<index_t, true>;
-        if (kb <= 48 || cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kb * 1024) == cudaSuccess) {{
-            const unsigned blocks = kf::one_wave(kernel, threads, sms, c.blocks, cached_per_sm[threads / 64][kb],
-                                                 (size_t)kb * 1024);
-            kernel<<<blocks, threads, (size_t)kb * 1024, stream>>>(A, g, threads, 1, 0, states);
-            return;
-        }}
-        (void)cudaGetLastError();
-    }}"""
-        rows = f"{n}_rows<index_t, false>" if self.cached else f"{n}_rows<index_t>"
-        return self.vec4() + self.cols4() + self.shuffles() + f"""
-// A group of threads per row (stage 0: everything; 1: partial states of one slice into ws; 2: merge the row's
-// partial states, then write the slice).{cache_doc}
-template <typename index_t{cache_param}>
-__global__ void {n}_rows({n}_args A, kf::RGeom g, int group, int splits, int stage, {n}_state* ws) {{
-    __shared__ {n}_state red[32];
-{cache_decl}    const int lane = threadIdx.x % group, per_block = blockDim.x / group;
-    const index_t chunk = (index_t)((((g.rlen + splits - 1) / splits) + 3) / 4 * 4);
-    const int64_t units = g.rows * splits;
-    // Groups narrower than a warp: the warp steps through its units together (`first` is its lowest), so the
-    // shuffles always have every lane; a group past the last unit reduces an empty range and writes nothing.
-    const int sub = group < 32 ? (threadIdx.x % 32) / group : 0;
-    for (int64_t first = (int64_t)blockIdx.x * per_block + threadIdx.x / group - sub; first < units;
-         first += (int64_t)gridDim.x * per_block) {{
-        const bool live = first + sub < units;
-        const int64_t u = live ? first + sub : first;
-        const index_t o = (index_t)(u / splits);
-        const int split = (int)(u % splits);
-        const index_t r0 = (index_t)split * chunk;
-        const int64_t end = (int64_t)r0 + chunk;
-        const index_t r1 = live ? (index_t)(end < g.rlen ? end : g.rlen) : r0;
-        index_t ob[{nv}];
-        {n}_row_offsets<index_t>(A, g, o, ob);
-        const int head = {n}_vec_head<index_t>(A, g, ob, r0);
-        const index_t v0 = head < 0 ? r0 : (r0 + head < r1 ? r0 + head : r1);
-        const index_t tail = head < 0 ? r0 : v0 + ((r1 - v0) / 4) * 4;
-        {n}_state s = {n}_init();
-{acc_rows}        if (stage == 2) {{ for (int j = lane; j < splits; j += group) {n}_merge(s, ws[u - split + j]); }}
-        s = {n}_group_reduce(s, group, red);
-        if (stage == 1) {{
-            if (live && lane == 0) ws[u] = s;
-            continue;
-        }}
-        const {n}_row rv = {n}_finish<index_t>(A, g, s, (kf_acc)g.rlen, ob);
-        if (live && split == 0 && lane == 0) {n}_write_row<index_t>(A, s, rv, o, ob);
-{full_rows}    }}
-}}
+        flag = lambda x: "true" if x else "false"  # noqa: E731
+        constants = (f"    static constexpr int VIEWS = {self.nviews}, CACHED = {len(self.cached)}, "
+                     f"COLUMN_VIEW = {self.column_view()}, LIGHT = {(2 if len(self.red.fields) == 1 else 1) if light else 0};\n"
+                     f"    static constexpr bool ACCUMULATES = {flag(not self.spec.skip_accumulate)}, "
+                     f"PARTIALS = {flag(self.red.partials)}, HAS_FULL = {flag(has_full)};\n")
+        return (f"// What {n} does per element and per row: the loops around it are the shared drivers'.\n"
+                f"struct {n}_reduction {{\n    using args = {n}_args;\n    using state = {n}_state;\n"
+                f"    using row = {n}_row;\n{constants}\n{body}\n}};\n")
 
-// 32 neighbouring rows per block (threadIdx.x), the reduced range strided over threadIdx.y: coalesced when the
-// kept dim is the contiguous one.
-template <typename index_t>
-__global__ void {scalar_bounds}{n}_cols({n}_args A, kf::RGeom g, int splits, int stage, {n}_state* ws) {{
-    __shared__ {n}_state red[8][33];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const index_t chunk = (index_t)((((g.rlen + splits - 1) / splits) + 3) / 4 * 4);
-    const int64_t tiles = (g.rows + 31) / 32;
-    for (int64_t u = blockIdx.x; u < tiles * splits; u += gridDim.x) {{
-        const int64_t tile = u / splits;
-        const int split = (int)(u % splits);
-        const int64_t row = tile * 32 + tx;
-        const bool valid = row < g.rows;
-        const index_t o = (index_t)(valid ? row : 0);
-        const index_t r0 = (index_t)split * chunk;
-        const int64_t end = (int64_t)r0 + chunk;
-        const index_t r1 = (index_t)(end < g.rlen ? end : g.rlen);
-        index_t ob[{nv}];
-        {n}_row_offsets<index_t>(A, g, o, ob);
-        {n}_state s = {n}_init();
-        if (valid) {{
-{acc_cols}            if (stage == 2) {{ for (int j = ty; j < splits; j += 8) {n}_merge(s, ws[(int64_t)o * splits + j]); }}
-        }}
-        red[ty][tx] = s;
-        __syncthreads();
-        if (ty == 0) {{
-            for (int j = 1; j < 8; ++j) {n}_merge(s, red[j][tx]);
-            red[0][tx] = s;
-        }}
-        __syncthreads();
-        s = red[0][tx];
-        __syncthreads();
-        if (!valid) continue;
-        if (stage == 1) {{
-            if (ty == 0) ws[(int64_t)o * splits + split] = s;
-            continue;
-        }}
-        const {n}_row rv = {n}_finish<index_t>(A, g, s, (kf_acc)g.rlen, ob);
-        if (split == 0 && ty == 0) {n}_write_row<index_t>(A, s, rv, o, ob);
-{full_cols}    }}
-}}
-
-// The same with four neighbouring rows per thread (a float4 per view along the contiguous kept dim: 128 rows per
-// block), for views that allow it (kf::cols4_view_ok) and rows that come in fours.
-template <typename index_t>
-__global__ void {bounds}{n}_cols4({n}_args A, kf::RGeom g, int splits, int stage, {n}_state* ws) {{
-    __shared__ {n}_state red[8][129];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const index_t chunk = (index_t)((((g.rlen + splits - 1) / splits) + 3) / 4 * 4);
-    const int64_t tiles = (g.rows + 127) / 128;
-    for (int64_t u = blockIdx.x; u < tiles * splits; u += gridDim.x) {{
-        const int64_t tile = u / splits;
-        const int split = (int)(u % splits);
-        const int64_t row = tile * 128 + 4 * tx;
-        const bool valid = row < g.rows;  // rows come in fours: all four valid or none
-        const index_t o = (index_t)(valid ? row : 0);
-        const index_t r0 = (index_t)split * chunk;
-        const int64_t end = (int64_t)r0 + chunk;
-        const index_t r1 = (index_t)(end < g.rlen ? end : g.rlen);
-        index_t ob[{nv}];
-        {n}_row_offsets<index_t>(A, g, o, ob);
-        {n}_state s[4] = {{{n}_init(), {n}_init(), {n}_init(), {n}_init()}};
-        if (valid) {{
-{acc_cols4}            if (stage == 2) {{
-                for (int j = ty; j < splits; j += 8)
-                    for (int q = 0; q < 4; ++q) {n}_merge(s[q], ws[(int64_t)(o + q) * splits + j]);
-            }}
-        }}
-        for (int q = 0; q < 4; ++q) red[ty][4 * tx + q] = s[q];
-        __syncthreads();
-        if (ty == 0) {{
-            for (int q = 0; q < 4; ++q) {{
-                for (int j = 1; j < 8; ++j) {n}_merge(s[q], red[j][4 * tx + q]);
-                red[0][4 * tx + q] = s[q];
-            }}
-        }}
-        __syncthreads();
-        for (int q = 0; q < 4; ++q) s[q] = red[0][4 * tx + q];
-        __syncthreads();
-        if (!valid) continue;
-        if (stage == 1) {{
-            if (ty == 0) for (int q = 0; q < 4; ++q) ws[(int64_t)(o + q) * splits + split] = s[q];
-            continue;
-        }}
-        {n}_row rv[4];
-        for (int q = 0; q < 4; ++q) {{
-            index_t obq[{nv}];  // row o + q: one step along the contiguous kept dim (stride 1, or 0 for a constant view)
-            for (int k = 0; k < {nv}; ++k) obq[k] = ob[k] + (index_t)q * (index_t)A.v[k].os[g.ond - 1];
-            rv[q] = {n}_finish<index_t>(A, g, s[q], (kf_acc)g.rlen, obq);
-            if (split == 0 && ty == 0) {n}_write_row<index_t>(A, s[q], rv[q], o + q, obq);
-        }}
-{full_cols4}    }}
-}}
-
-static kf::RConfig {n}_config(const {n}_args& A, const kf::RGeom& g, int sms) {{
-    const int v = {column_view};
-    const bool column = g.rnd > 0 && g.ond > 0 && A.v[v].rs[g.rnd - 1] != 1 && A.v[v].os[g.ond - 1] == 1;
-    bool four = column && g.osz[g.ond - 1] % 4 == 0;
-    for (const int k : {{{cols4_views}}}) four = four && kf::cols4_view_ok(A.v[k], g);
-    return kf::reduce_config(g, column, four ? 4 : 1, sms);
-}}
-
-int64_t {n}_workspace(const {n}_args& A, const kf::RGeom& g, int sms) {{
-    const kf::RConfig c = {n}_config(A, g, sms);
-    return c.splits > 1 ? g.rows * c.splits * (int64_t)sizeof({n}_state) : 0;
-}}
-
-template <typename index_t>
-static void {n}_launch_t(const {n}_args& A, const kf::RGeom& g, int sms, void* ws, cudaStream_t stream) {{
-    const kf::RConfig c = {n}_config(A, g, sms);
-    {n}_state* states = static_cast<{n}_state*>(ws);
-    if (c.column) {{  // (a block per tile: reduce_config)
-        const dim3 block(32, 8);
-        auto kernel = c.width == 4 ? {n}_cols4<index_t> : {n}_cols<index_t>;
-        const unsigned blocks = c.blocks;
-        if (c.splits == 1) {{
-            kernel<<<blocks, block, 0, stream>>>(A, g, 1, 0, states);
-        }} else {{
-            kernel<<<blocks, block, 0, stream>>>(A, g, c.splits, 1, states);
-            kernel<<<blocks, block, 0, stream>>>(A, g, c.splits, 2, states);
-        }}
-        return;
-    }}
-    // Unsplit row launches: at most one full wave (blocks resident at once per SM, per block size, found once).
-    // Split ones keep their grid: cut to a wave, LayerNorm over 128 rows of 4M lost 2.4%.
-{cache_launch}
-    static int per_sm[17] = {{}};
-    const unsigned blocks = c.splits > 1 ? c.blocks
-                                         : kf::one_wave({rows}, c.threads, sms, c.blocks, per_sm[c.threads / 64]);
-    if (c.splits == 1) {{
-        {rows}<<<blocks, c.threads, 0, stream>>>(A, g, c.group, 1, 0, states);
-    }} else {{
-        {rows}<<<blocks, c.threads, 0, stream>>>(A, g, c.group, c.splits, 1, states);
-        {rows}<<<blocks, c.threads, 0, stream>>>(A, g, c.group, c.splits, 2, states);
-    }}
-}}
-
-void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms, void* ws, cudaStream_t stream) {{
-    if (small_index) {n}_launch_t<int32_t>(A, g, sms, ws, stream);
-    else {n}_launch_t<int64_t>(A, g, sms, ws, stream);
-}}
-"""
-
+    def cuda(self) -> str:
+        """The kernel's entry points for the host file: the shared drivers instantiated with its policy."""
+        n = self.n
+        return (f"int64_t {n}_workspace(const {n}_args& A, const kf::RGeom& g, int sms) {{\n"
+                f"    return kf::reduce_workspace<{n}_reduction>(A, g, sms);\n}}\n"
+                f"void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms, void* ws, "
+                f"cudaStream_t stream) {{\n"
+                f"    kf::reduce_launch<{n}_reduction>(A, g, small_index, sms, ws, stream);\n}}\n")
     # -- host --------------------------------------------------------------------------------------------
     def host(self, target: str) -> str:
         k, spec, n = self.k, self.spec, self.n
@@ -2006,7 +2047,7 @@ void {n}_launch(const {n}_args& A, const kf::RGeom& g, bool small_index, int sms
                 "    }",
             ]
         else:
-            lines.append(f"    if (g.rows > 0) {n}_run(A, g);")
+            lines.append(f"    if (g.rows > 0) kf::reduce_run<{n}_reduction>(A, g);")
         if spec.total is not None:
             weights = "weights.data_ptr<float>()" if spec.row_weight is not None else "nullptr"
             stream = ", c10::cuda::getCurrentCUDAStream()" if target == "cuda" else ""
@@ -2036,20 +2077,19 @@ def render(kernels: list[ReduceKernel], target: str) -> ReduceSources:
     helpers, decls, device, host = [], [], [], []
     for k in kernels:
         p = _Printer(k)
-        helpers.append(p.helpers())
+        helpers.append(p.helpers(target))
         decls.append(p.decls())
         host.append(p.host(target))
         if target == "cuda":
-            device.append(p.cuda(p.column_view()))
+            device.append(p.cuda())
             host.insert(0, f"int64_t {k.name}_workspace(const {k.name}_args& A, const kf::RGeom& g, int sms);\n"
                            f"void {k.name}_launch(const {k.name}_args& A, const kf::RGeom& g, bool small_index, "
                            f"int sms, void* ws, cudaStream_t stream);\n")
-        else:
-            device.append(p.cpu())
     if not kernels:
         return ReduceSources("", "", "", "", "")
-    code = "\n".join(helpers)
-    runtime = REDUCE_DEVICE_RUNTIME if target == "cuda" else ""
+    # (the policies' float4 functions read through REDUCE_DEVICE_RUNTIME's helpers: it comes first)
+    code = (REDUCE_DEVICE_RUNTIME if target == "cuda" else "") + "\n".join(helpers)
+    runtime = REDUCE_DRIVERS_CUDA if target == "cuda" else REDUCE_DRIVER_CPU
     host_runtime = REDUCE_HOST
     if any(k.spec.total is not None for k in kernels):
         if target == "cuda":
