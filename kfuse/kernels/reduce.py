@@ -271,6 +271,29 @@ struct RView {
     float* data;
     int64_t os[KF_MAX_DIMS], rs[KF_MAX_DIMS];
 };
+// e[k] = the offset of reduced index r in view k, for each view k in V (the row's offset is added by the caller):
+// r split into the reduced dims once for all of them.
+template <typename index_t, int... V>
+#ifdef __CUDACC__
+__host__ __device__ __forceinline__
+#else
+inline
+#endif
+void reduced_offsets(const RView* v, const RGeom& g, index_t r, index_t* e) {
+    if (g.rnd == 1) {
+        ((e[V] = r * (index_t)v[V].rs[0]), ...);
+        return;
+    }
+    ((e[V] = 0), ...);
+    index_t rest = r;
+    for (int d = g.rnd - 1; d > 0; --d) {
+        const index_t q = div_by(rest, g.rdiv[d]);
+        const index_t c = rest - q * (index_t)g.rsz[d];
+        rest = q;
+        ((e[V] += c * (index_t)v[V].rs[d]), ...);
+    }
+    ((e[V] += rest * (index_t)v[V].rs[0]), ...);
+}
 }  // namespace kf
 """
 
@@ -1644,17 +1667,9 @@ class _Printer:
 
     # -- element phases ----------------------------------------------------------------------------------
     def _elem_offsets(self, used: list[int]) -> str:
-        decl = "".join(f"    index_t e{k} = 0;\n" for k in used)
-        fast = "".join(f" e{k} = r * (index_t)A.v[{k}].rs[0];" for k in used)
-        slow = "".join(f" e{k} += c * (index_t)A.v[{k}].rs[d];" for k in used)
-        first = "".join(f" e{k} += rest * (index_t)A.v[{k}].rs[0];" for k in used)
-        return (f"{decl}    if (g.rnd == 1) {{{fast} }} else {{\n"
-                f"        index_t rest = r;\n"
-                f"        for (int d = g.rnd - 1; d > 0; --d) {{\n"
-                f"            const index_t q = kf::div_by(rest, g.rdiv[d]);\n"
-                f"            const index_t c = rest - q * (index_t)g.rsz[d];\n"
-                f"            rest = q;{slow}\n"
-                f"        }}\n       {first}\n    }}\n")
+        views = "".join(f", {k}" for k in used)
+        return (f"    index_t e[{self.nviews}];\n"
+                f"    kf::reduced_offsets<index_t{views}>(A.v, g, r, e);\n")
 
     def _source_lines(self, names: dict[str, str]) -> tuple[list[str], list[int]]:
         """Loads and prologue SSA for one element; returns the lines and the views they read."""
@@ -1681,7 +1696,7 @@ class _Printer:
     def _loads(self, used: list[int], row_only=False) -> str:
         if row_only:
             return "".join(f"    const float a{i} = A.v[{i}].data[ob[{i}]];\n" for i in used)
-        return "".join(f"    const float a{i} = A.v[{i}].data[ob[{i}] + e{i}];\n" for i in used)
+        return "".join(f"    const float a{i} = A.v[{i}].data[ob[{i}] + e[{i}]];\n" for i in used)
 
     def accumulate(self) -> str:
         names: dict[str, str] = {}
@@ -1741,7 +1756,7 @@ class _Printer:
         params = "".join(f", float a{i}" for i in views)
         args = "".join(f", a{i}" for i in views)
         results = "".join(f"    y[{j}] = {names[n.name]};\n" for j, n in enumerate(k.full_outputs))
-        writes = "".join(f"    A.v[{self.nop + j}].data[ob[{self.nop + j}] + e{self.nop + j}] = y[{j}];\n"
+        writes = "".join(f"    A.v[{self.nop + j}].data[ob[{self.nop + j}] + e[{self.nop + j}]] = y[{j}];\n"
                          for j in range(len(k.full_outputs)))
         return (f"KF_INLINE void {self.n}_full_body(const {self.n}_row& rv, float* y{params}) {{\n"
                 f"    (void)rv;\n" + "\n".join(lines) + "\n" + results + "}\n\n"
@@ -1777,7 +1792,7 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
 {checks}    return head == -2 ? 0 : head;
 }}
 """]
-        loads = "".join(f"    const float4 q{i} = kfr_load4(A.v[{i}], g, ob[{i}] + e{i});\n" for i in self.acc_views)
+        loads = "".join(f"    const float4 q{i} = kfr_load4(A.v[{i}], g, ob[{i}] + e[{i}]);\n" for i in self.acc_views)
         if self.cached:
             stores = " ".join(f"{_slot(j)} = q{i};" for j, i in enumerate(self.cached))
             loads += f"    if (cache != nullptr) {{ {stores} }}\n"
@@ -1818,7 +1833,7 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
         slot = {i: j for j, i in enumerate(self.cached)} if cached else {}
 
         def one(i):
-            read = f"{load}(A.v[{i}], g, ob[{i}] + e{i})"
+            read = f"{load}(A.v[{i}], g, ob[{i}] + e[{i}])"
             return f"cache != nullptr ? {_slot(slot[i])} : {read}" if i in slot else read
         loads = "".join(f"    const float4 q{i} = {one(i)};\n" for i in self.full_views)
         cache = ", const float4* cache, index_t stride" if cached else ""
@@ -1826,7 +1841,7 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
         calls = "".join(f"    {n}_full_body({rv_of_lane(j)}, y{c}{''.join(f', q{i}.{c}' for i in self.full_views)});\n"
                         for j, c in enumerate("xyzw"))
         stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{self.nop + j}].data + ob[{self.nop + j}] + "
-                         f"e{self.nop + j}) = make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n"
+                         f"e[{self.nop + j}]) = make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n"
                          for j in range(nf))
         return (f"template <typename index_t>\n__device__ __forceinline__ void {name}(const {n}_args& A, "
                 f"const kf::RGeom& g, const index_t* ob, index_t r, {rv_param}{cache}) {{\n"
@@ -1837,7 +1852,7 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
         """CUDA, column mapping: four neighbouring rows per thread, one float4 per view along the contiguous kept
         dim (a warp reads 512 bytes per load, and a thread carries four independent states)."""
         n, k = self.n, self.k
-        loads = "".join(f"    const float4 q{i} = kfr_load_cols4(A.v[{i}], g, ob[{i}] + e{i});\n" for i in self.acc_views)
+        loads = "".join(f"    const float4 q{i} = kfr_load_cols4(A.v[{i}], g, ob[{i}] + e[{i}]);\n" for i in self.acc_views)
         calls = "".join(f"    {n}_acc_body(s[{j}], (int64_t)r{''.join(f', q{i}.{c}' for i in self.acc_views)});\n"
                         for j, c in enumerate("xyzw"))
         out = [f"template <typename index_t>\n__device__ __forceinline__ void {n}_accumulate_cols4(const {n}_args& A, "
