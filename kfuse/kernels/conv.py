@@ -1281,6 +1281,7 @@ static bool conv2d_small_filter_forward(const float* x, const float* w, const Co
     return true;
 }
 
+#define KF_CONV_DEPTHWISE  // (kf::conv_forward tries it first)
 // Depthwise 2D (one input channel per output channel's group, not transposed): memory-bound, so a block reads the
 // input patch of a 32 x 64 output tile with its halo once into shared memory (coalesced rows, zero outside the
 // image), and each thread sums 8 consecutive outputs of one column from there, taps in the order ky, kx like
@@ -1381,9 +1382,11 @@ bool conv2d_depthwise_forward(const float* x, const float* w, const ConvGeom& g,
 template <bool TRANSPOSED, int ROUNDING, class Epilogue>
 void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out, bool tf32,
                   int sms, cudaStream_t stream) {
+#if defined(KF_CONV_DEPTHWISE)
     if constexpr (!TRANSPOSED) {
         if (conv2d_depthwise_forward(x, w, g, epi, out, stream)) return;
     }
+#endif
     const int bm = g.out_per_group > 32 ? 64 : g.out_per_group > 16 ? 32 : 16;
     if (g.out_per_group < CONV_DIRECT_BELOW || g.groups * ((g.out_per_group + bm - 1) / bm) > 65535) {
         const int64_t total = g.pixels * g.out_channels;
@@ -1424,6 +1427,30 @@ void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilo
 }
 }  // namespace kf
 """
+
+def _cut(text: str, start: str, end: str) -> tuple[str, str]:
+    """(text without the part from the line starting `start` up to the line starting `end`, that part)."""
+    i, j = text.index(start), text.index(end)
+    return text[:i] + text[j:], text[i:j]
+
+
+_WITHOUT_POINTWISE, _POINTWISE = _cut(CONV_CUDA_TEMPLATES, "#if defined(KF_CONV_POINTWISE_TC)  // (its copies",
+                                      "// Direct: one thread per output element")
+_WITHOUT_SMALL, _SMALL_FILTER = _cut(_WITHOUT_POINTWISE, "// Small-filter direct convolution",
+                                     "#define KF_CONV_DEPTHWISE")
+_CONV_GENERAL, _DEPTHWISE = _cut(_WITHOUT_SMALL, "#define KF_CONV_DEPTHWISE", "// Picks the kernel:")
+
+
+def conv_cuda_templates(pointwise: bool, small_filter: bool, depthwise: bool) -> str:
+    """CONV_CUDA_TEMPLATES with the families a file needs: the implicit GEMMs, the direct kernel and kf::conv_forward
+    always (any geometry falls back to them); the pointwise TF32 kernel, the small-filter kernels and the depthwise
+    kernel where asked. Each optional part keeps its place in the text (what follows may use it)."""
+    text = CONV_CUDA_TEMPLATES
+    for wanted, part in ((pointwise, _POINTWISE), (small_filter, _SMALL_FILTER), (depthwise, _DEPTHWISE)):
+        if not wanted:
+            text = text.replace(part, "")
+    return text
+
 
 # ConvKernel.tf32 -> kf::conv_forward's ROUNDING
 TF32_ROUNDING = {None: "kf::TF32_OFF", "rna": "kf::TF32_TIES_AWAY", "rne": "kf::TF32_TIES_EVEN"}
@@ -1619,11 +1646,18 @@ def render(kernels: list[ConvKernel], target: str) -> ConvSources:
     pointwise = target == "cuda" and choices.current().conv_pointwise_tc and any(
         k.tf32 and not k.transposed and all(size == 1 for size in k.conv.args[1].meta["val"].shape[2:])
         for k in kernels)
+    # Only the kernel families this file's convolutions can take, whatever sizes it is called with: the depthwise
+    # kernel where a convolution has one input channel per group (its weight says so), the small-filter kernels
+    # where one was instantiated, the pointwise TF32 kernel where the choice and a 1x1 filter ask for it.
+    small = any(k.small_filter is not None for k in kernels)
+    depthwise = target == "cuda" and any(
+        not k.transposed and k.spatial <= 2 and k.conv.args[1].meta["val"].shape[1] == 1 for k in kernels)
     templates = ("#define KF_CONV_POINTWISE_TC\n" + ASYNC_COPY if pointwise else "") + \
                 (f"namespace kf {{ constexpr int64_t CONV_DIRECT_BELOW = {CONV_DIRECT_BELOW}; "
-                 f"constexpr int SMALL_FILTER_TC_MAX_SMEM = {SMALL_FILTER_TC_MAX_SMEM}; "
-                 f"constexpr int SMALL_FILTER_TC_STAGE_PITCH = {SMALL_FILTER_TC_STAGE_PITCH}; }}\n"
-                 + CONV_CUDA_TEMPLATES if target == "cuda" else CONV_CPU_TEMPLATE)
+                 + (f"constexpr int SMALL_FILTER_TC_MAX_SMEM = {SMALL_FILTER_TC_MAX_SMEM}; "
+                    f"constexpr int SMALL_FILTER_TC_STAGE_PITCH = {SMALL_FILTER_TC_STAGE_PITCH}; " if small else "")
+                 + "}\n" + conv_cuda_templates(pointwise, small, depthwise) if target == "cuda"
+                 else CONV_CPU_TEMPLATE)
     declarations = ""
     if target == "cuda":
         declarations = "".join(f"void {k.name}_launch(const float* x, const float* w, const kf::ConvGeom& g, "
