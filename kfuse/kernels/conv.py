@@ -1428,17 +1428,14 @@ void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilo
 }  // namespace kf
 """
 
-def _cut(text: str, start: str, end: str) -> tuple[str, str]:
-    """(text without the part from the line starting `start` up to the line starting `end`, that part)."""
-    i, j = text.index(start), text.index(end)
-    return text[:i] + text[j:], text[i:j]
+def _part(start: str, end: str) -> str:
+    """CONV_CUDA_TEMPLATES from the line starting `start` up to the line starting `end`."""
+    return CONV_CUDA_TEMPLATES[CONV_CUDA_TEMPLATES.index(start):CONV_CUDA_TEMPLATES.index(end)]
 
 
-_WITHOUT_POINTWISE, _POINTWISE = _cut(CONV_CUDA_TEMPLATES, "#if defined(KF_CONV_POINTWISE_TC)  // (its copies",
-                                      "// Direct: one thread per output element")
-_WITHOUT_SMALL, _SMALL_FILTER = _cut(_WITHOUT_POINTWISE, "// Small-filter direct convolution",
-                                     "#define KF_CONV_DEPTHWISE")
-_CONV_GENERAL, _DEPTHWISE = _cut(_WITHOUT_SMALL, "#define KF_CONV_DEPTHWISE", "// Picks the kernel:")
+_POINTWISE = _part("#if defined(KF_CONV_POINTWISE_TC)  // (its copies", "// Direct: one thread per output element")
+_SMALL_FILTER = _part("// Small-filter direct convolution", "#define KF_CONV_DEPTHWISE")
+_DEPTHWISE = _part("#define KF_CONV_DEPTHWISE", "// Picks the kernel:")
 
 
 def conv_cuda_templates(pointwise: bool, small_filter: bool, depthwise: bool) -> str:

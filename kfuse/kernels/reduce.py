@@ -26,7 +26,7 @@ accumulated in double (sequential fp32 sums would lose precision against PyTorch
 Emitted code: those loops are written once per file (REDUCE_DRIVERS_CUDA: kf::reduce_rows, kf::reduce_cols,
 kf::reduce_launch; REDUCE_DRIVER_CPU: kf::reduce_run), templates over a policy struct that each kernel prints
 (`<kernel>_reduction`: its state, its phases' functions, a few constants). A network's file grows with its
-reductions' own work, not with a copy of the loops per kernel (Swin V2: 8,921 -> 7,660 lines).
+reductions' own work, not with a copy of the loops per kernel (Swin V2: 8,921 -> 7,337 lines).
 """
 
 from __future__ import annotations
@@ -1983,9 +1983,10 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
         has_full = bool(k.full_outputs)
         light = (not has_full and not self.spec.extra and self.nviews == 1
                  and (len(self.red.fields) == 1 or self.red.light))
+        level = (2 if len(self.red.fields) == 1 else 1) if light else 0  # (REDUCE_DRIVERS_CUDA: reduce_cols_light)
         flag = lambda x: "true" if x else "false"  # noqa: E731
         constants = (f"    static constexpr int VIEWS = {self.nviews}, CACHED = {len(self.cached)}, "
-                     f"COLUMN_VIEW = {self.column_view()}, LIGHT = {(2 if len(self.red.fields) == 1 else 1) if light else 0};\n"
+                     f"COLUMN_VIEW = {self.column_view()}, LIGHT = {level};\n"
                      f"    static constexpr bool ACCUMULATES = {flag(not self.spec.skip_accumulate)}, "
                      f"PARTIALS = {flag(self.red.partials)}, HAS_FULL = {flag(has_full)};\n")
         return (f"// What {n} does per element and per row: the loops around it are the shared drivers'.\n"
