@@ -532,6 +532,23 @@ def test_nvcc_compiles_the_wgmma_gemm_for_sm_90a(tmp_path_factory):
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in kernel
 
 
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_a_file_planned_on_hopper_carries_a_plain_fallback_for_other_gpus(tmp_path, monkeypatch):
+    """Planned on an sm_90 GPU (wgmma runs every tiled product there, the mma.sync kernel is never built): the file
+    carries kf_gemm::gemm_fallback in its place, which another GPU's build compiles, with the same launch code."""
+    monkeypatch.setattr("kfuse.kernels.gemm._planned_on_hopper", lambda: True)
+    result = optimize(PROBLEMS / "linear_scale_leaky.py", tmp_path / "hopper_only.py", "cuda")
+    tree = ast.parse(result.path.read_text())
+    cuda = next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CUDA_SOURCE")
+    assert "gemm_fallback" in cuda and "gemm_3xtf32<" not in cuda and "gemm_3xtf32_presplit" in cuda
+    cu = tmp_path / "hopper_only.cu"
+    cu.write_text(cuda)
+    done = subprocess.run([NVCC, "--cubin", "-O3", "-arch=sm_80", "-Xptxas", "-v", str(cu), "-o",
+                           str(tmp_path / "k.cubin")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "gemm_fallback" in done.stderr and "presplit" not in done.stderr
+
+
 @pytest.mark.exhaustive  # two mma.sync instantiations: 35 s of ptxas on a 2-core machine, for GPUs we do not have
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 def test_nvcc_compiles_the_gemm_fallback_for_other_gpus(tmp_path_factory):

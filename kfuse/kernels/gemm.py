@@ -358,6 +358,11 @@ class GemmSources:
     sm90a: bool = False  # a step runs the wgmma kernel: the file is built for sm_90a on Hopper
 
 
+def _planned_on_hopper() -> bool:
+    """Is the plan being made on a compute capability 9.0 GPU (whose files are built for sm_90a alone)?"""
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
 def render(steps: list[GemmStep], target: str) -> GemmSources:
     if not steps:
         return GemmSources("", "", "", "")
@@ -365,8 +370,10 @@ def render(steps: list[GemmStep], target: str) -> GemmSources:
     functions = "".join(printing.op_function(s.epilogue) for s in steps if s.epilogue)
     tiled = [s for s in steps if not s.gemv and not s.small_k]
     wgmma = target == "cuda" and any(s.config.wgmma_bn > 0 for s in tiled)
-    template = (gemm_template(bool(tiled), wgmma, any(s.gemv for s in steps), any(s.small_k for s in steps))
-                if target == "cuda" else "")
+    # planned on a Hopper GPU with every tiled product on its wgmma kernel: the mma.sync kernel would never run there
+    hopper_only = wgmma and all(s.config.wgmma_bn > 0 for s in tiled) and _planned_on_hopper()
+    template = (gemm_template(bool(tiled), wgmma, any(s.gemv for s in steps), any(s.small_k for s in steps),
+                              hopper_only) if target == "cuda" else "")
     device = template + EPILOGUE_HELPERS + functions + "".join(_device_code(s, target) for s in steps)
     host = "".join(_host_wrapper(s, target) for s in steps)
     if target == "cuda":

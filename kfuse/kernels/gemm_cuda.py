@@ -302,15 +302,6 @@ gemm_3xtf32(const Problem p, const Epilogue epilogue) {
     }
 }
 
-// The operand's layout matches the tile's and allows 16-byte copies.
-__host__ inline bool vectorizable(const Matrix& m, bool k_contiguous, int64_t rows, int64_t K) {
-    const int64_t contiguous = k_contiguous ? m.k_stride : m.row_stride;
-    const int64_t other = k_contiguous ? m.row_stride : m.k_stride;
-    const int64_t extent = k_contiguous ? K : rows;
-    return contiguous == 1 && other % 4 == 0 && m.batch_stride % 4 == 0 && extent % 4 == 0
-           && reinterpret_cast<uintptr_t>(m.data) % 16 == 0;
-}
-
 // Launches the fast path when both operands allow it, else the general one (same tiles, 4-byte copies).
 // Returns the error of the shared-memory setup; the caller checks the launch itself.
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool A_K_CONTIGUOUS, bool B_K_CONTIGUOUS,
@@ -342,6 +333,21 @@ static cudaError_t launch_tiles(const Problem& p, const Epilogue& epilogue, cuda
     return cudaSuccess;
 }
 
+}  // namespace kf_gemm
+"""
+
+# What the tiled products share whichever kernel runs them: the 16-byte copy test, the split of K.
+_TILED_COMMON = r"""
+namespace kf_gemm {
+// The operand's layout matches the tile's and allows 16-byte copies.
+__host__ inline bool vectorizable(const Matrix& m, bool k_contiguous, int64_t rows, int64_t K) {
+    const int64_t contiguous = k_contiguous ? m.k_stride : m.row_stride;
+    const int64_t other = k_contiguous ? m.row_stride : m.k_stride;
+    const int64_t extent = k_contiguous ? K : rows;
+    return contiguous == 1 && other % 4 == 0 && m.batch_stride % 4 == 0 && extent % 4 == 0
+           && reinterpret_cast<uintptr_t>(m.data) % 16 == 0;
+}
+
 // Split K: when the output has too few tiles to fill the GPU (512x512 with K = 262144: 16 tiles for 132 SMs),
 // K is cut into `slices` equal parts run as a batch into a workspace, then summed. 1: no split. Up to 64 slices, so
 // that even four tiles fill the GPU (256x256 with K = 524288 ran on 64 of 132 SMs at 16, the tensor pipes 97% busy).
@@ -371,6 +377,64 @@ __global__ void sum_slices(const float* __restrict__ partial, int slices, int64_
     }
 }
 
+}  // namespace kf_gemm
+"""
+
+# In place of the mma.sync kernel in a file planned on Hopper (gemm_template's hopper_only).
+_FALLBACK_TEMPLATE = r"""
+namespace kf_gemm {
+// The tiles on a GPU this file has no tensor-core kernel for (it was planned on a Hopper one, whose wgmma kernel runs
+// every product there): plain fp32 FMAs, a 64 x 64 output tile per block of 256 threads, 4 x 4 outputs each, any
+// strides, guarded loads through shared memory. fp32-accurate, not tuned: plan the file on that GPU for speed.
+template <class Epilogue>
+__global__ void __launch_bounds__(256) gemm_fallback(const Problem p, const Epilogue epilogue) {
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int64_t m0 = (int64_t)blockIdx.x * 64;
+    for (int64_t l = blockIdx.z; l < p.batch; l += gridDim.z)
+        for (int64_t n0 = (int64_t)blockIdx.y * 64; n0 < p.N; n0 += (int64_t)gridDim.y * 64) {
+            float acc[4][4] = {};
+            for (int64_t k0 = 0; k0 < p.K; k0 += 16) {
+                for (int i = threadIdx.x; i < 64 * 16; i += 256) {
+                    const int r = i / 16, k = i % 16;
+                    const bool in_k = k0 + k < p.K;
+                    As[k][r] = in_k && m0 + r < p.M ? p.a.data[l * p.a.batch_stride + (m0 + r) * p.a.row_stride
+                                                               + (k0 + k) * p.a.k_stride] : 0.0f;
+                    Bs[k][r] = in_k && n0 + r < p.N ? p.b.data[l * p.b.batch_stride + (n0 + r) * p.b.row_stride
+                                                               + (k0 + k) * p.b.k_stride] : 0.0f;
+                }
+                __syncthreads();
+#pragma unroll
+                for (int k = 0; k < 16; ++k)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i)
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(As[k][ty + 16 * i], Bs[k][tx + 16 * j], acc[i][j]);
+                __syncthreads();
+            }
+            for (int i = 0; i < 4; ++i)
+                for (int j = 0; j < 4; ++j) {
+                    const int64_t m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
+                    if (m < p.M && n < p.N) {
+                        const int64_t index = (l * p.M + m) * p.N + n;
+                        p.out[index] = epilogue(acc[i][j], index);
+                    }
+                }
+        }
+}
+
+// launch_tiles' signature (the tile parameters are the mma.sync kernel's, unused here).
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool A_K_CONTIGUOUS, bool B_K_CONTIGUOUS,
+          int MIN_BLOCKS, class Epilogue>
+static cudaError_t launch_tiles(const Problem& p, const Epilogue& epilogue, cudaStream_t stream) {
+    if (p.batch == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
+    const int64_t m_tiles = (p.M + 63) / 64, n_tiles = (p.N + 63) / 64;
+    if (m_tiles > INT32_MAX) return cudaErrorInvalidConfiguration;
+    const dim3 grid((unsigned)m_tiles, (unsigned)std::min<int64_t>(n_tiles, 65535),
+                    (unsigned)std::min<int64_t>(p.batch, 65535));
+    gemm_fallback<Epilogue><<<grid, 256, 0, stream>>>(p, epilogue);
+    return cudaSuccess;
+}
 }  // namespace kf_gemm
 """
 
@@ -1197,11 +1261,14 @@ cudaError_t launch(const Problem& p, const Epilogue& epilogue, float* workspace,
 """
 
 
-def gemm_template(tiles: bool, wgmma: bool, gemv: bool, small_k: bool = False) -> str:
+def gemm_template(tiles: bool, wgmma: bool, gemv: bool, small_k: bool = False, hopper_only: bool = False) -> str:
     """The template's parts a file uses: the tiled products (the mma.sync kernel, the general fallback, and the
     launch code) where a step is one, with the Hopper kernel where a step runs it (the file then defines KF_SM90A,
-    which every use of it is behind); the matrix-vector and short-K kernels where a step is one."""
-    tiled = _MMA_SYNC_TEMPLATE + (WGMMA_TEMPLATE if wgmma else "") + _LAUNCH_TEMPLATE if tiles else ""
+    which every use of it is behind); the matrix-vector and short-K kernels where a step is one. `hopper_only` (the
+    plan was made on a Hopper GPU, where the wgmma kernel runs every tiled product and the mma.sync one is never
+    built): the plain fp32 fallback stands in for the mma.sync kernel on other GPUs (55 lines instead of 250)."""
+    tiles_kernel = _FALLBACK_TEMPLATE if wgmma and hopper_only else _MMA_SYNC_TEMPLATE
+    tiled = _TILED_COMMON + tiles_kernel + (WGMMA_TEMPLATE if wgmma else "") + _LAUNCH_TEMPLATE if tiles else ""
     copies = ASYNC_COPY if tiles or small_k else ""
     return copies + tiled + (GEMV_TEMPLATE if gemv else "") + (SMALL_K_TEMPLATE if small_k else "")
 
