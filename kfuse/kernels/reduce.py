@@ -814,6 +814,20 @@ void reduce_launch(const typename R::args& A, const RGeom& g, bool small_index, 
 }  // namespace kf
 """
 
+def reduce_drivers_cuda(light: bool, cached: bool) -> str:
+    """REDUCE_DRIVERS_CUDA without what no kernel of the file takes: the launch-bounded column kernels where none is
+    light (R::LIGHT 0 everywhere), the launch holding a row in shared memory where none caches (R::CACHED 0)."""
+    text = REDUCE_DRIVERS_CUDA
+    if not light:
+        start, end = text.index("// A light reduction (R::LIGHT"), text.index("template <class R>\nRConfig reduce_config_of")
+        text = (text[:start] + "template <class R, typename index_t, int WIDTH>\n"
+                "inline auto reduce_cols_kernel() { return reduce_cols<R, index_t, WIDTH>; }\n\n" + text[end:])
+    if not cached:
+        start, end = text.index("    if constexpr (R::CACHED > 0) {"), text.index("    static int per_sm[17] = {};")
+        text = text[:start] + text[end:]
+    return text
+
+
 # The CPU loop: a row per iteration of at::parallel_for, the policy's phases in order.
 REDUCE_DRIVER_CPU = r"""
 namespace kf {
@@ -1984,6 +1998,7 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
         light = (not has_full and not self.spec.extra and self.nviews == 1
                  and (len(self.red.fields) == 1 or self.red.light))
         level = (2 if len(self.red.fields) == 1 else 1) if light else 0  # (REDUCE_DRIVERS_CUDA: reduce_cols_light)
+        self.light_level = level
         flag = lambda x: "true" if x else "false"  # noqa: E731
         constants = (f"    static constexpr int VIEWS = {self.nviews}, CACHED = {len(self.cached)}, "
                      f"COLUMN_VIEW = {self.column_view()}, LIGHT = {level};\n"
@@ -2090,9 +2105,10 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
 
 
 def render(kernels: list[ReduceKernel], target: str) -> ReduceSources:
-    helpers, decls, device, host = [], [], [], []
+    helpers, decls, device, host, printers = [], [], [], [], []
     for k in kernels:
         p = _Printer(k)
+        printers.append(p)
         helpers.append(p.helpers(target))
         decls.append(p.decls())
         host.append(p.host(target))
@@ -2105,7 +2121,8 @@ def render(kernels: list[ReduceKernel], target: str) -> ReduceSources:
         return ReduceSources("", "", "", "", "")
     # (the policies' float4 functions read through REDUCE_DEVICE_RUNTIME's helpers: it comes first)
     code = (REDUCE_DEVICE_RUNTIME if target == "cuda" else "") + "\n".join(helpers)
-    runtime = REDUCE_DRIVERS_CUDA if target == "cuda" else REDUCE_DRIVER_CPU
+    runtime = (reduce_drivers_cuda(any(p.light_level for p in printers), any(p.cached for p in printers))
+               if target == "cuda" else REDUCE_DRIVER_CPU)
     host_runtime = REDUCE_HOST
     if any(k.spec.total is not None for k in kernels):
         if target == "cuda":
