@@ -127,6 +127,15 @@ def cuda_source(fn, *shapes, train=True, **modules):
     return generate(captured, plan(captured.graph, "cuda"), "cuda").cuda
 
 
+def test_a_file_holds_the_reduction_loops_once_whatever_its_number_of_reductions():
+    """Each reduction kernel prints its policy struct; the loops over rows and columns are templates written once."""
+    source = cuda_source(lambda m, x: (torch.softmax(x, dim=-1), x.sum(1), x.amax(-1), torch.layer_norm(x, (64,))),
+                         (4, 8, 64))
+    assert len(re.findall(r"^struct \w+_reduction \{", source, re.M)) == 4
+    for loop in ("void reduce_rows(", "void reduce_cols(", "void reduce_launch(", "reduce_group("):
+        assert source.count(loop) == 1, loop
+
+
 def test_rows_read_twice_are_held_in_shared_memory_where_the_reduction_reads_them():
     # a softmax reads its row for the statistics, then again for the result: the rows kernel can hold it
     # (the policy's CACHED: the views held; the shared launch holds them where it is above 0)
