@@ -318,6 +318,23 @@ def conv_problem(tmp_path: Path, name: str, conv: str, shape: tuple,
     return problem
 
 
+@pytest.mark.parametrize("conv, shape, small, depthwise", [
+    ("Conv2d(32, 64, 5, bias=False)", (2, 32, 19, 23), False, False),  # K = 800: the implicit GEMMs only
+    ("Conv2d(8, 64, 3, bias=False)", (2, 8, 19, 23), True, False),     # the small-filter kernels besides
+    ("Conv2d(16, 16, 3, groups=16, bias=False)", (2, 16, 19, 23), False, True),
+])
+def test_a_file_carries_the_convolution_families_its_convolutions_can_take(tmp_path, conv, shape, small, depthwise):
+    """conv.conv_cuda_templates: the implicit GEMMs, the direct kernel and kf::conv_forward in every file; the
+    small-filter kernels where one was instantiated; the depthwise kernel where a convolution has one input channel
+    per group (whatever sizes the file is then called with, neither can apply elsewhere)."""
+    problem = conv_problem(tmp_path, "families", conv, shape, forward="self.conv(x)")
+    tree = ast.parse(optimize(problem, tmp_path / "families_new.py", "cuda").path.read_text())
+    cuda = next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CUDA_SOURCE")
+    assert all(f"\n{kernel}(" in cuda or f" {kernel}(" in cuda for kernel in ("conv_forward", "conv_igemm", "conv_direct"))
+    assert ("struct SmallFilterTile " in cuda) == small
+    assert ("#define KF_CONV_DEPTHWISE" in cuda) == depthwise and ("conv2d_depthwise(" in cuda) == depthwise
+
+
 @pytest.mark.parametrize("conv, shape, template", [
     ("Conv2d(8, 64, 3)", (2, 8, 19, 23), "8, 3, 3, 1, 1, 1, 1, 64, true"),  # the seed's filter
     ("Conv2d(8, 64, 3, stride=2)", (2, 8, 19, 23), "8, 3, 3, 2, 2, 1, 1, 64, true"),

@@ -615,6 +615,8 @@ __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, 
         const index_t v0 = head < 0 ? r0 : (r0 + head < r1 ? r0 + head : r1);
         const index_t tail = head < 0 ? r0 : v0 + ((r1 - v0) / 4) * 4;
         state s = R::init();
+        // the float4 slot of reduced index r (>= v0) in this thread's row cache, if the launch holds one
+        auto slot = [&](index_t r) { return cache == nullptr ? nullptr : cache + (r - v0) / 4; };
         if constexpr (R::ACCUMULATES) {
             if (stage != 2) {
                 for (index_t r = r0 + lane; r < v0; r += group) R::template accumulate<index_t>(A, g, ob, r, s);
@@ -622,12 +624,12 @@ __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, 
                     state part[4] = {R::init(), R::init(), R::init(), R::init()};
 #pragma unroll 4
                     for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group)
-                        R::template accumulate4<index_t>(A, g, ob, r, part, cache == nullptr ? nullptr : cache + (r - v0) / 4, stride);
+                        R::template accumulate4<index_t>(A, g, ob, r, part, slot(r), stride);
                     for (int j = 0; j < 4; ++j) R::merge(s, part[j]);
                 } else {
 #pragma unroll 4
                     for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group)
-                        R::template accumulate4<index_t>(A, g, ob, r, &s, cache == nullptr ? nullptr : cache + (r - v0) / 4, stride);
+                        R::template accumulate4<index_t>(A, g, ob, r, &s, slot(r), stride);
                 }
                 for (index_t r = tail + lane; r < r1; r += group) R::template accumulate<index_t>(A, g, ob, r, s);
             }
@@ -643,7 +645,7 @@ __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, 
         if constexpr (R::HAS_FULL) {
             for (index_t r = r0 + lane; r < v0; r += group) R::template full<index_t>(A, g, ob, r, rv);
             for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group)
-                R::template full4<index_t>(A, g, ob, r, rv, cache == nullptr ? nullptr : cache + (r - v0) / 4, stride);
+                R::template full4<index_t>(A, g, ob, r, rv, slot(r), stride);
             for (index_t r = tail + lane; r < r1; r += group) R::template full<index_t>(A, g, ob, r, rv);
         }
     }
@@ -706,7 +708,8 @@ __device__ __forceinline__ void reduce_cols_body(const typename R::args& A, cons
         }
         typename R::row rv[WIDTH];
         for (int q = 0; q < WIDTH; ++q) {
-            index_t obq[R::VIEWS];  // row o + q: one step along the contiguous kept dim (stride 1, or 0 for a constant view)
+            // row o + q: one step along the contiguous kept dim (stride 1, or 0 for a constant view)
+            index_t obq[R::VIEWS];
             for (int k = 0; k < R::VIEWS; ++k) obq[k] = ob[k] + (index_t)q * (index_t)A.v[k].os[g.ond - 1];
             rv[q] = R::template finish<index_t>(A, g, s[q], (kf_acc)g.rlen, obq);
             if (split == 0 && ty == 0) R::template write_row<index_t>(A, s[q], rv[q], o + q, obq);
@@ -819,7 +822,8 @@ def reduce_drivers_cuda(light: bool, cached: bool) -> str:
     light (R::LIGHT 0 everywhere), the launch holding a row in shared memory where none caches (R::CACHED 0)."""
     text = REDUCE_DRIVERS_CUDA
     if not light:
-        start, end = text.index("// A light reduction (R::LIGHT"), text.index("template <class R>\nRConfig reduce_config_of")
+        start = text.index("// A light reduction (R::LIGHT")
+        end = text.index("template <class R>\nRConfig reduce_config_of")
         text = (text[:start] + "template <class R, typename index_t, int WIDTH>\n"
                 "inline auto reduce_cols_kernel() { return reduce_cols<R, index_t, WIDTH>; }\n\n" + text[end:])
     if not cached:
