@@ -1633,9 +1633,9 @@ def kernel_name(kernel: ReduceKernel) -> str:
 
 @dataclass
 class ReduceSources:
-    helpers: str      # REDUCE_PRELUDE plus the per-kernel phase functions (needs the ops prelude before it)
+    helpers: str      # REDUCE_PRELUDE, (CUDA) REDUCE_DEVICE_RUNTIME, each kernel's types and policy struct
     decls: str        # geometry and argument structs (host and device)
-    device: str       # CUDA kernels and launchers, or CPU loops
+    device: str       # the shared loops (CUDA kernels and launch, or the CPU loop), each kernel's entry points
     host: str         # ATen-side wrappers
     expressions: str  # the pointwise expressions used, for ops' prelude selection
 
@@ -1670,6 +1670,7 @@ class _Printer:
         self.nop = len(k.operands)
         self.nviews = self.nop + len(k.full_outputs)
         self.red = _reducer(k.spec)
+        self.light_level = 0  # the policy's LIGHT (set by policy())
 
     def operand(self, name: str, kind: str | None = None) -> int:
         for (n, kd), i in self.slot.items():
