@@ -1670,7 +1670,14 @@ class _Printer:
         self.nop = len(k.operands)
         self.nviews = self.nop + len(k.full_outputs)
         self.red = _reducer(k.spec)
-        self.light_level = 0  # the policy's LIGHT (set by policy())
+
+    @property
+    def light_level(self) -> int:
+        """The policy's LIGHT (REDUCE_DRIVERS_CUDA: reduce_cols_light): 0 for a reduction with a full output, a
+        prologue's second value, several views or a heavy state; else 2 for a one-field state, 1 otherwise."""
+        light = (not self.k.full_outputs and not self.spec.extra and self.nviews == 1
+                 and (len(self.red.fields) == 1 or self.red.light))
+        return (2 if len(self.red.fields) == 1 else 1) if light else 0
 
     def operand(self, name: str, kind: str | None = None) -> int:
         for (n, kd), i in self.slot.items():
@@ -2000,13 +2007,9 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
         body = re.sub(r"(?m)^(KF_INLINE|__device__ __forceinline__) ", r"static \1 ", body)
         body = "\n".join(f"    {line}" if line.strip() else "" for line in body.strip("\n").split("\n"))
         has_full = bool(k.full_outputs)
-        light = (not has_full and not self.spec.extra and self.nviews == 1
-                 and (len(self.red.fields) == 1 or self.red.light))
-        level = (2 if len(self.red.fields) == 1 else 1) if light else 0  # (REDUCE_DRIVERS_CUDA: reduce_cols_light)
-        self.light_level = level
         flag = lambda x: "true" if x else "false"  # noqa: E731
         constants = (f"    static constexpr int VIEWS = {self.nviews}, CACHED = {len(self.cached)}, "
-                     f"COLUMN_VIEW = {self.column_view()}, LIGHT = {level};\n"
+                     f"COLUMN_VIEW = {self.column_view()}, LIGHT = {self.light_level};\n"
                      f"    static constexpr bool ACCUMULATES = {flag(not self.spec.skip_accumulate)}, "
                      f"PARTIALS = {flag(self.red.partials)}, HAS_FULL = {flag(has_full)};\n")
         return (f"// What {n} does per element and per row: the loops around it are the shared drivers'.\n"
