@@ -19,8 +19,12 @@ while [ $# -gt 0 ]; do
     esac
 done
 mkdir -p "$out/base"
+out_abs=$(cd "$out" && pwd)
+# run from the worktree: `python3 -m` puts the working directory first on sys.path, ahead of PYTHONPATH, so from this
+# checkout's root the base side would import this checkout's kfuse
 printf '%s\n' "${problems[@]}" | xargs -P 8 -I{} sh -c \
-    'PYTHONPATH="$0" python3 -m kfuse optimize "{}" -o "$1/base/$(basename "{}" .py)_new.py" --device cuda --no-check \
-     >/dev/null 2>&1 || echo "base: could not emit {}"' "$base" "$out"
+    'problem=$(realpath "{}"); cd "$0" && python3 -m kfuse optimize "$problem" \
+     -o "$1/base/$(basename "{}" .py)_new.py" --device cuda --no-check >/dev/null 2>&1 || echo "base: could not emit {}"' \
+    "$base" "$out_abs"
 PYTHONPATH=$PWD python3 scripts/gpu_ab.py --out "$out" --variant "base=$out/base" --emit "new=$out/new" \
     "${options[@]}" "${problems[@]}"

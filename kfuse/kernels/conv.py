@@ -402,6 +402,7 @@ inline ConvGeom conv_geometry(const at::Tensor& x, const at::Tensor& w, int spat
     }
     TORCH_CHECK(g.in_plane < INT32_MAX && g.out_plane < INT32_MAX, "kfuse convolution: a channel plane over 2^31 elements");
     g.k_per_group = g.in_per_group * g.taps;
+    TORCH_CHECK(g.out_channels * g.k_per_group < INT32_MAX, "kfuse convolution: a weight over 2^31 elements");
     g.pixels = g.batch * g.out_plane;
     return g;
 }
@@ -462,22 +463,55 @@ constexpr bool CONV_TENSOR_CORES = false;
 // 1 and 2: three divisions per gathered element were most of a strided transposed 3D convolution's instructions.
 __device__ __forceinline__ int conv_div_stride(int t, int s) { return s == 1 ? t : s == 2 ? t >> 1 : t / s; }
 
+// x rounded to TF32 (what one TF32 tensor-core product reads: 10 mantissa bits), to nearest with ties away from
+// zero (cvt.rna) or to even (integer math on the bits; inf and NaN pass unchanged). cuDNN's TF32 kernels differ in
+// which: the planner asks the GPU which one eager's call uses (kfuse.kernels.eager_precision.tf32_rounding).
+template <int ROUNDING>
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+    if constexpr (ROUNDING == TF32_TIES_EVEN) {
+        const uint32_t b = __float_as_uint(x);
+        return (b & 0x7f800000u) == 0x7f800000u ? b : (b + 0xfffu + ((b >> 13) & 1u)) & 0xffffe000u;
+    } else {
+        uint32_t r;
+        asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+        return r;
+    }
+}
+
+// x with its TF32-rounded bits (ROUNDING other than TF32_OFF), for tiles rounded once as they are stored.
+template <int ROUNDING>
+__device__ __forceinline__ float rounded(float x) {
+    if constexpr (ROUNDING == TF32_OFF) return x;
+    else return __uint_as_float(to_tf32<ROUNDING>(x));
+}
+
 // One block's share of the implicit GEMM's operands for K steps of BK: BM weights rows x BK, and BK x BN input
-// values gathered from the pixels' receptive fields (zero in the padding). Loaded into registers (`gather`,
-// in flight while the block computes on the previous step), then stored to shared memory (`stage`).
+// values gathered from the pixels' receptive fields (zero in the padding). Loaded into registers (`gather`, called
+// once per K step in order, in flight while the block computes on the previous step), then stored to shared memory
+// (`stage`, rounded there to TF32 when the kernel multiplies so: once per element, not once per warp that reads it).
+// K runs tap-major, k = tap * in_per_group + input channel: a thread's run of rows stays in one tap (where the group
+// has a multiple of 8 input channels), so the receptive-field arithmetic and its bounds test happen once per tap and
+// each element is one load at a channel stride (the channel-major order walked the taps per element: 55
+// instructions each, most of the kernel's).
 // TRANSPOSED: the adjoint, gathered: output pixel o reads input i through tap t where i*stride = o + pad - t*dil.
 template <int BM, int BN, int BK, bool TRANSPOSED>
 struct ConvTileLoader {
     static constexpr int A_LOADS = (BM * BK + CONV_THREADS - 1) / CONV_THREADS;
     static constexpr int B_LOADS = BN * BK / CONV_THREADS;  // k rows of this thread's pixel column
-    const float* xg;
-    const float* wg;
-    int m0, iz0, iy0, ix0;
+    static_assert(CONV_THREADS % BK == 0, "a thread's weight elements share one k");
+    const float* xg;      // the pixel's image, this group's first input channel
+    const float* w;
+    int wa;               // the weight offset of this thread's first A row (co) at k = 0 of tap 0 (a weight's
+                          // offsets fit 32 bits, checked on the host)
+    int co0, iz0, iy0, ix0;
     bool p_ok;
+    int cb, bz, by, bx;  // B rows: input channel cb of tap (bz, by, bx)
+    const float* bsrc;   // its input value for this thread's pixel; nullptr: padding, or past the last tap
+    int ca, ta;              // A elements (one k for all of this thread's): input channel ca of tap ta
     float a[A_LOADS], b[B_LOADS];
 
-    __device__ __forceinline__ ConvTileLoader(const float* x, const float* w, const ConvGeom& g, int64_t group,
-                                              int64_t m0_, int64_t p0) : m0((int)m0_) {
+    __device__ __forceinline__ ConvTileLoader(const float* x, const float* w_, const ConvGeom& g, int64_t group,
+                                              int64_t m0, int64_t p0) : w(w_) {
         const int64_t p = p0 + threadIdx.x % BN;
         p_ok = p < g.pixels;
         const int64_t n = p_ok ? p / g.out_plane : 0;
@@ -487,59 +521,89 @@ struct ConvTileLoader {
         iy0 = TRANSPOSED ? oy + g.padding[1] : oy * g.stride[1] - g.padding[1];
         ix0 = TRANSPOSED ? ox + g.padding[2] : ox * g.stride[2] - g.padding[2];
         xg = x + (n * g.in_channels + group * g.in_per_group) * g.in_plane;
-        wg = w + group * g.out_per_group * g.k_per_group;  // (C_in/groups x C_out/groups x taps when transposed)
+        const int cin = (int)g.in_per_group;
+        const int k1 = (int)(threadIdx.x / BN) * B_LOADS;
+        cb = k1 % cin;
+        const int tap = k1 / cin;
+        bx = tap % g.kernel[2], by = tap / g.kernel[2] % g.kernel[1], bz = tap / g.kernel[2] / g.kernel[1];
+        locate(g);
+        co0 = (int)m0 + (int)threadIdx.x / BK;
+        ca = (int)threadIdx.x % BK % cin;
+        ta = (int)threadIdx.x % BK / cin;
+        // weights (C_out, C_in/groups, taps), or (C_in, C_out/groups, taps) when transposed
+        wa = (int)(TRANSPOSED ? (group * g.in_per_group * g.out_per_group + co0) * g.taps
+                              : (group * g.out_per_group + co0) * g.k_per_group);
     }
 
-    __device__ __forceinline__ void gather(const ConvGeom& g, int64_t k0) {
+    // bsrc for the tap: the input position this thread's pixel reads through it (channel cb), if any
+    __device__ __forceinline__ void locate(const ConvGeom& g) {
+        int iz, iy, ix;
+        bool inside = p_ok && bz < g.kernel[0];
+        if constexpr (TRANSPOSED) {
+            const int tz = iz0 - bz * g.dilation[0], ty = iy0 - by * g.dilation[1], tx = ix0 - bx * g.dilation[2];
+            iz = conv_div_stride(tz, g.stride[0]); iy = conv_div_stride(ty, g.stride[1]);
+            ix = conv_div_stride(tx, g.stride[2]);
+            inside = inside && tz >= 0 && ty >= 0 && tx >= 0 && iz * g.stride[0] == tz && iy * g.stride[1] == ty
+                     && ix * g.stride[2] == tx;
+        } else {
+            iz = iz0 + bz * g.dilation[0]; iy = iy0 + by * g.dilation[1]; ix = ix0 + bx * g.dilation[2];
+        }
+        inside = inside && (unsigned)iz < (unsigned)g.in_size[0] && (unsigned)iy < (unsigned)g.in_size[1]
+                 && (unsigned)ix < (unsigned)g.in_size[2];
+        // in-plane offsets fit 32 bits (checked on the host)
+        bsrc = inside ? xg + cb * g.in_plane + (iz * g.in_size[1] + iy) * g.in_size[2] + ix : nullptr;
+    }
+
+    // The B row `rows` on: `rows` input channels on, into the following taps past the group's last channel.
+    __device__ __forceinline__ void advance_b(const ConvGeom& g, int rows) {
+        cb += rows;
+        if (cb < (int)g.in_per_group) {
+            if (bsrc) bsrc += rows * g.in_plane;
+            return;
+        }
+        do {
+            cb -= (int)g.in_per_group;
+            if (++bx == g.kernel[2]) { bx = 0; if (++by == g.kernel[1]) { by = 0; ++bz; } }
+        } while (cb >= (int)g.in_per_group);
+        locate(g);
+    }
+
+    __device__ __forceinline__ void gather(const ConvGeom& g) {
         #pragma unroll
         for (int j = 0; j < A_LOADS; ++j) {
-            const int e = threadIdx.x + j * CONV_THREADS, m = e / BK, kk = e % BK;
-            const int64_t co = m0 + m, k = k0 + kk;
-            const bool inside = e < BM * BK && co < g.out_per_group && k < g.k_per_group;
-            if constexpr (TRANSPOSED)  // weight (C_in, C_out/groups, taps): k = (input channel, tap)
-                a[j] = inside ? __ldg(wg + (k / g.taps * g.out_per_group + co) * g.taps + k % g.taps) : 0.0f;
-            else
-                a[j] = inside ? __ldg(wg + co * g.k_per_group + k) : 0.0f;
+            const int e = threadIdx.x + j * CONV_THREADS;
+            const int co = co0 + j * (CONV_THREADS / BK);
+            const bool inside = e < BM * BK && co < (int)g.out_per_group && ta < (int)g.taps;
+            const int at = ca * (int)(TRANSPOSED ? g.out_per_group * g.taps : g.taps) + ta;
+            const int row_step = (CONV_THREADS / BK) * (int)(TRANSPOSED ? g.taps : g.k_per_group);
+            a[j] = inside ? __ldg(w + (wa + j * row_step + at)) : 0.0f;
         }
-        // (input channel, tap) of the first k, then walked one tap at a time: no division per element
-        const int64_t k1 = k0 + (threadIdx.x / BN) * B_LOADS;
-        const int64_t ci = k1 / g.taps;
-        const int r = (int)(k1 % g.taps);
-        int kx = r % g.kernel[2], ky = r / g.kernel[2] % g.kernel[1], kz = r / g.kernel[2] / g.kernel[1];
-        const float* xc = xg + ci * g.in_plane;  // in-plane offsets fit 32 bits (checked on the host)
-        #pragma unroll
-        for (int kk = 0; kk < B_LOADS; ++kk) {
-            int iz, iy, ix;
-            bool inside = p_ok && k1 + kk < g.k_per_group;
-            if constexpr (TRANSPOSED) {
-                const int tz = iz0 - kz * g.dilation[0], ty = iy0 - ky * g.dilation[1], tx = ix0 - kx * g.dilation[2];
-                iz = conv_div_stride(tz, g.stride[0]); iy = conv_div_stride(ty, g.stride[1]);
-                ix = conv_div_stride(tx, g.stride[2]);
-                inside = inside && tz >= 0 && ty >= 0 && tx >= 0 && iz * g.stride[0] == tz && iy * g.stride[1] == ty
-                         && ix * g.stride[2] == tx;
-            } else {
-                iz = iz0 + kz * g.dilation[0]; iy = iy0 + ky * g.dilation[1]; ix = ix0 + kx * g.dilation[2];
+        for (ca += BK; ca >= (int)g.in_per_group; ca -= (int)g.in_per_group) ++ta;
+        if (cb + B_LOADS <= (int)g.in_per_group) {  // this thread's rows in one tap
+            #pragma unroll
+            for (int kk = 0; kk < B_LOADS; ++kk) b[kk] = bsrc ? __ldg(bsrc + kk * g.in_plane) : 0.0f;
+            advance_b(g, BK);
+        } else {
+            #pragma unroll
+            for (int kk = 0; kk < B_LOADS; ++kk) {
+                b[kk] = bsrc ? __ldg(bsrc) : 0.0f;
+                advance_b(g, 1);
             }
-            inside = inside && (unsigned)iz < (unsigned)g.in_size[0] && (unsigned)iy < (unsigned)g.in_size[1]
-                     && (unsigned)ix < (unsigned)g.in_size[2];
-            b[kk] = inside ? __ldg(xc + (iz * g.in_size[1] + iy) * g.in_size[2] + ix) : 0.0f;
-            if (++kx == g.kernel[2]) {
-                kx = 0;
-                if (++ky == g.kernel[1]) { ky = 0; if (++kz == g.kernel[0]) { kz = 0; xc += g.in_plane; } }
-            }
+            advance_b(g, BK - B_LOADS);  // past the other threads' rows of this step
         }
     }
 
     // k-major tiles, rows padded by CONV_PAD floats (conflict-free tensor-core fragment reads)
+    template <int ROUNDING>
     __device__ __forceinline__ void stage(float (*As)[BM + CONV_PAD], float (*Bs)[BN + CONV_PAD]) const {
         #pragma unroll
         for (int j = 0; j < A_LOADS; ++j) {
             const int e = threadIdx.x + j * CONV_THREADS;
-            if (e < BM * BK) As[e % BK][e / BK] = a[j];
+            if (e < BM * BK) As[e % BK][e / BK] = rounded<ROUNDING>(a[j]);
         }
         const int col = threadIdx.x % BN, row0 = (threadIdx.x / BN) * B_LOADS;
         #pragma unroll
-        for (int kk = 0; kk < B_LOADS; ++kk) Bs[row0 + kk][col] = b[kk];
+        for (int kk = 0; kk < B_LOADS; ++kk) Bs[row0 + kk][col] = rounded<ROUNDING>(b[kk]);
     }
 };
 
@@ -590,13 +654,13 @@ conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvG
         #pragma unroll
         for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
 
-    tile.gather(g, 0);
-    tile.stage(As[0], Bs[0]);
+    tile.gather(g);
+    tile.template stage<TF32_OFF>(As[0], Bs[0]);
     __syncthreads();
     int buf = 0;
     for (int64_t k0 = 0; k0 < K; k0 += BK) {
         const bool more = k0 + BK < K;
-        if (more) tile.gather(g, k0 + BK);  // in flight during the FFMAs below
+        if (more) tile.gather(g);  // in flight during the FFMAs below
         #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
             float a[TM], b[8];
@@ -613,7 +677,7 @@ conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvG
                 #pragma unroll
                 for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
         }
-        if (more) tile.stage(As[buf ^ 1], Bs[buf ^ 1]);
+        if (more) tile.template stage<TF32_OFF>(As[buf ^ 1], Bs[buf ^ 1]);
         __syncthreads();
         buf ^= 1;
     }
@@ -647,21 +711,6 @@ __device__ __forceinline__ void mma_tf32(float* c, const uint32_t* a, const uint
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// x rounded to TF32 (what one TF32 tensor-core product reads: 10 mantissa bits), to nearest with ties away from
-// zero (cvt.rna) or to even (integer math on the bits; inf and NaN pass unchanged). cuDNN's TF32 kernels differ in
-// which: the planner asks the GPU which one eager's call uses (kfuse.kernels.eager_precision.tf32_rounding).
-template <int ROUNDING>
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-    if constexpr (ROUNDING == TF32_TIES_EVEN) {
-        const uint32_t b = __float_as_uint(x);
-        return (b & 0x7f800000u) == 0x7f800000u ? b : (b + 0xfffu + ((b >> 13) & 1u)) & 0xffffe000u;
-    } else {
-        uint32_t r;
-        asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-        return r;
-    }
-}
-
 // Implicit GEMM on tensor cores: a block computes 64 output channels x 128 pixels; each of its 8 warps 32 x 32 as
 // 2 x 4 m16n8k8 tiles. ROUNDING TF32_OFF: 3xTF32 (fp32 accuracy), operands split into TF32 pairs as they leave
 // shared memory; TF32_TIES_AWAY or TF32_TIES_EVEN: plain TF32 (PyTorch's default precision for convolutions), one
@@ -689,13 +738,13 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
             #pragma unroll
             for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0f;
 
-    tile.gather(g, 0);
-    tile.stage(As[0], Bs[0]);
+    tile.gather(g);
+    tile.template stage<ROUNDING>(As[0], Bs[0]);
     __syncthreads();
     int buf = 0;
     for (int64_t k0 = 0; k0 < K; k0 += BK) {
         const bool more = k0 + BK < K;
-        if (more) tile.gather(g, k0 + BK);  // in flight during the MMAs below
+        if (more) tile.gather(g);  // in flight during the MMAs below
         #pragma unroll
         for (int ks = 0; ks < BK; ks += 8) {
             uint32_t a_big[2][4], a_small[2][4], b_big[4][2], b_small[4][2];
@@ -709,7 +758,7 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
                 #pragma unroll
                 for (int r = 0; r < 4; ++r) {
                     if constexpr (ROUNDING == TF32_OFF) split_tf32(a[r], a_big[i][r], a_small[i][r]);
-                    else a_big[i][r] = to_tf32<ROUNDING>(a[r]);
+                    else a_big[i][r] = __float_as_uint(a[r]);  // (rounded when staged)
                 }
             }
             #pragma unroll
@@ -719,7 +768,7 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
                 #pragma unroll
                 for (int r = 0; r < 2; ++r) {
                     if constexpr (ROUNDING == TF32_OFF) split_tf32(b[r], b_big[j][r], b_small[j][r]);
-                    else b_big[j][r] = to_tf32<ROUNDING>(b[r]);
+                    else b_big[j][r] = __float_as_uint(b[r]);
                 }
             }
             #pragma unroll
@@ -733,7 +782,7 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
                     mma_tf32(acc[i][j], a_big[i], b_big[j]);
                 }
         }
-        if (more) tile.stage(As[buf ^ 1], Bs[buf ^ 1]);
+        if (more) tile.template stage<ROUNDING>(As[buf ^ 1], Bs[buf ^ 1]);
         __syncthreads();
         buf ^= 1;
     }
