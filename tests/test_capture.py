@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from kfuse.compiler.capture import BATCH_SIZES, capture, mark_batch_sizes
+from kfuse.compiler.capture import SIZES, SizeExpr, SizeMove, capture, mark_sizes
 
 
 class Discards(nn.Module):
@@ -73,12 +73,41 @@ def test_the_sizes_that_follow_the_batch_are_those_a_second_capture_moves():
     meta = torch.device("meta")
     first = capture(Heads(), [torch.empty(4, 6, 8, device=meta)])
     again = capture(Heads(), [torch.empty(3, 6, 8, device=meta)])
-    assert mark_batch_sizes(first, 4, again, 3) == "x"
-    marked = {n.name: n.meta[BATCH_SIZES] for n in first.graph.nodes if BATCH_SIZES in n.meta}
+    assert mark_sizes(first, [SizeMove(("x", 0), 4, 3, again)]) == {("x", 0)}
+    marked = {n.name: n.meta[SIZES] for n in first.graph.nodes if SIZES in n.meta}
     # the head count equals the batch here, and stays a number: only what moved with it follows it
-    assert marked == {"reshape": {(1, 0): (1, 0)}, "reshape_1": {(1, 0): (4, 0)}, "reshape_2": {(1, 0): (1, 0)}}
+    batch = (("x", 0),)
+    assert marked == {"reshape": {(1, 0): SizeExpr(1, batch)}, "reshape_1": {(1, 0): SizeExpr(4, batch)},
+                      "reshape_2": {(1, 0): SizeExpr(1, batch)}}
     different = capture(nn.Flatten(), [torch.empty(4, 6, 8, device=meta)])
-    assert mark_batch_sizes(first, 4, different, 3) is None  # other ops: nothing is marked
+    fresh = capture(Heads(), [torch.empty(4, 6, 8, device=meta)])
+    assert mark_sizes(fresh, [SizeMove(("x", 0), 4, 3, different)]) == set()  # other ops: nothing is marked
+
+
+class Masked(nn.Module):
+    """A causal mask made for the longest sequence and sliced to this one's length (MinGPT's attention)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mask", torch.tril(torch.ones(16, 16)).view(1, 1, 16, 16))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        scores = x.view(b, t, 2, c // 2).transpose(1, 2) @ x.view(b, t, 2, c // 2).permute(0, 2, 3, 1)
+        scores = scores.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
+        return scores.softmax(-1).reshape(b * t, 2 * t)
+
+
+def test_sizes_other_than_the_batch_follow_the_captures_that_move_them():
+    meta = torch.device("meta")
+    first = capture(Masked().to(meta), [torch.empty(4, 6, 8, device=meta)])
+    moves = [SizeMove(("x", 0), 4, 3, capture(Masked().to(meta), [torch.empty(3, 6, 8, device=meta)])),
+             SizeMove(("x", 1), 6, 4, capture(Masked().to(meta), [torch.empty(4, 4, 8, device=meta)]))]
+    assert mark_sizes(first, moves) == {("x", 0), ("x", 1)}
+    exprs = {expr for n in first.graph.nodes for expr in n.meta.get(SIZES, {}).values()}
+    b, t = ("x", 0), ("x", 1)
+    # view(b, t, ...), the mask's slices to t, and reshape(b * t, 2 * t): a product where both moved it
+    assert exprs == {SizeExpr(1, (b,)), SizeExpr(1, (t,)), SizeExpr(2, (t,)), SizeExpr(1, (b, t))}
 
 
 class Writes(nn.Module):

@@ -2,12 +2,14 @@
 
 import json
 import re
+import runpy
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import torch
 
 from kfuse.judge import CheckOptions, check
 from kfuse.compiler.optimize import optimize
@@ -124,6 +126,10 @@ EXPECTED = {
     # sizes export writes as numbers that follow the batch (reshape(12, -1), expand([12, -1])): read from the batch
     # input at run time, so the file takes another batch as the Model does
     "batch_views": ([["linear"], ["relu", "sum", "mul"]], ["reshape", "expand", "cat", "reshape"]),
+    # ... and the sequence length (MinGPT's views and its mask sliced to the length): read from the input too
+    "sequence_views": ([["linear"], ["mul"], ["softmax"]],
+                       ["split", "view", "transpose", "view", "transpose", "view", "transpose", "transpose", "matmul",
+                        "slice", "slice", "eq", "masked_fill", "matmul", "transpose", "contiguous", "view"]),
     # kfuse/kernels/recurrent.py: each nn.GRU a GEMM per layer and one recurrence kernel (both directions, every step);
     # the second one's initial state a plain tensor attribute made in __init__, moved in forward (capture reads it
     # as an input, ModelNew moves it as Model does); a call count kept in another is written back (copy_)
@@ -164,7 +170,7 @@ JUDGED_TOGETHER = {
                                  "in_place_intermediates"],
 }
 # Built and judged by tests of their own, below
-JUDGED_BY_OWN_TESTS = {"gru_layers", "views_around_a_product"}
+JUDGED_BY_OWN_TESTS = {"gru_layers", "views_around_a_product", "sequence_views"}
 
 
 def short(op: str) -> str:
@@ -383,6 +389,27 @@ def test_a_model_of_the_user_s_own_package_through_a_factory(tmp_path):
     wrong = subprocess.run([sys.executable, "-m", "kfuse", "optimize", "--model", "mymodels:absent", "--device", "cpu"],
                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert wrong.returncode == 2 and wrong.stderr.startswith("kfuse: error: --model mymodels:absent")
+
+
+def test_sizes_that_follow_the_sequence_length_take_any_length(optimized):
+    """The views and the mask's slices follow the length as they follow the batch (a capture with the length cut
+    tells which numbers do): the file takes every length the Model takes, odd, longer or one."""
+    path = optimized["sequence_views"].path
+    text = path.read_text()
+    assert text.count("x.size(1)") == 6 and "int64_t(10)" not in text  # four views and two slices; no 10 left
+    problem, candidate = runpy.run_path(str(PROBLEMS / "sequence_views.py")), runpy.run_path(str(path))
+    torch.manual_seed(0)
+    model = problem["Model"](16, 2, 24)
+    new = candidate["ModelNew"](16, 2, 24)
+    new.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        for shape in ((3, 7, 16), (5, 13, 16), (2, 24, 16), (1, 1, 16)):
+            x = torch.randn(shape)
+            torch.testing.assert_close(new(x), model(x), rtol=1e-5, atol=1e-5)
+    verdict = check(PROBLEMS / "sequence_views.py", path,
+                    CheckOptions(device="cpu", time=False, compile_modes=[], timeout=300, seed=5))
+    assert verdict["status"] == "correct", verdict["reasons"]
+    assert verdict["other_batch"] == "passed", verdict["other_batch"]
 
 
 def test_running_statistics_moved_on_by_the_timed_calls_still_match_at_another_batch(optimized):

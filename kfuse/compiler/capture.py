@@ -38,7 +38,6 @@ class Captured:
     structure: object = "tensor"
     dropped: list[str] = field(default_factory=list)   # the ops of results nothing read, dropped (their targets)
     kept_unused: list[str] = field(default_factory=list)  # ... or kept, where dropping them left no kernel (optimize)
-    batch_input: str | None = None  # the user input whose first dim is the batch, where sizes follow it (BATCH_SIZES)
 
     @property
     def returns_tuple(self) -> bool:
@@ -454,36 +453,85 @@ def capture(model: torch.nn.Module, example_inputs: list, drop_no_op_moves: bool
     return Captured(exported.graph, inputs, outputs, updates, structure=output_structure(probe), dropped=dropped)
 
 
-# node.meta key: {(argument position, list item or None): (per_batch, offset)}, the numbers among a node's arguments
-# that follow the batch: value = per_batch * batch + offset.
-BATCH_SIZES = "kfuse_batch_sizes"
+# node.meta key: {(argument position, list item or None): SizeExpr}, the numbers among a node's arguments that
+# follow the inputs' sizes, read from the inputs at run time.
+SIZES = "kfuse_sizes"
 
 
-def mark_batch_sizes(captured: Captured, batch: int, other: Captured, other_batch: int) -> str | None:
-    """Export writes every size as a number, the batch's among them (`x.view(x.size(0), -1)` becomes view(10, -1),
-    `cls.expand(x.size(0), -1, -1)` expand([10, -1, -1])). The same model captured at another batch tells which
-    numbers follow it: those that differ, as a line through the two. Marks them on captured's nodes (BATCH_SIZES)
-    and returns the name of the user input whose first dim is the batch; None (nothing marked) where the two graphs
-    are not the same ops in the same order, or no input holds the batch."""
-    source = next((i.name for i in captured.inputs if i.kind == "user" and i.rank), None)
-    ops = [n for n in captured.graph.nodes if n.op == "call_function"]
-    others = [n for n in other.graph.nodes if n.op == "call_function"]
-    if source is None or len(ops) != len(others) or any(a.target != b.target for a, b in zip(ops, others)):
+@dataclass(frozen=True)
+class SizeExpr:
+    """scale * (the product of `sizes`) + offset, each size an input's (name, dim)."""
+    scale: int
+    sizes: tuple[tuple[str, int], ...]
+    offset: int = 0
+
+
+@dataclass
+class SizeMove:
+    """The model captured again with an input size changed from `was` to `now`: `size` names one (input, dim)
+    that moved; others of that length may have moved with it (the batch of every input, a sequence length that
+    two inputs share)."""
+    size: tuple[str, int]
+    was: int
+    now: int
+    captured: Captured
+
+
+def _numbers(value, moved):
+    """(list item or None, value, moved value) for the ints of an argument captured twice."""
+    if isinstance(value, (list, tuple)) and isinstance(moved, (list, tuple)) and len(value) == len(moved):
+        return [(item, v, m) for item, (v, m) in enumerate(zip(value, moved)) if type(v) is int and type(m) is int]
+    return [(None, value, moved)] if type(value) is int and type(moved) is int else []
+
+
+def _size_expr(value: int, changed: list[tuple[SizeMove, int]]) -> SizeExpr | None:
+    """The expression a number follows, from the captures it changed in: a line through two points where one size
+    moved it (view(b, t, ...) or 4 * b), the product of the sizes where several did (view(b * t, c)); None where
+    neither fits."""
+    if len(changed) == 1:
+        move, now = changed[0]
+        step = move.now - move.was
+        if (now - value) % step:
+            return None
+        per = (now - value) // step
+        return SizeExpr(per, (move.size,), value - per * move.was)
+    product = 1
+    for move, _ in changed:
+        product *= move.was
+    if value % product:
         return None
-    step = other_batch - batch
-    marked = {}
-    for node, twin in zip(ops, others):
+    scale = value // product
+    if any(now != scale * product // move.was * move.now for move, now in changed):
+        return None
+    return SizeExpr(scale, tuple(move.size for move, _ in changed))
+
+
+def mark_sizes(captured: Captured, moves: list[SizeMove]) -> set[tuple[str, int]]:
+    """Export writes every size as a number (`x.view(x.size(0), -1)` becomes view(10, -1), a mask sliced to the
+    sequence length [:, :, :512, :512]). The same model captured with a size changed tells which numbers follow
+    it: those that moved. Marks them on captured's nodes (SIZES) and returns the sizes they read. A move whose
+    graph is not the same ops in the same order says nothing."""
+    ops = [n for n in captured.graph.nodes if n.op == "call_function"]
+    twins = []
+    for move in moves:
+        others = [n for n in move.captured.graph.nodes if n.op == "call_function"]
+        if len(others) == len(ops) and all(a.target == b.target for a, b in zip(ops, others)):
+            twins.append((move, others))
+    used = set()
+    for index, node in enumerate(ops):
         lines = {}
-        for position, (value, moved) in enumerate(zip(node.args, twin.args)):
-            pairs = [(None, value, moved)]
-            if isinstance(value, (list, tuple)) and isinstance(moved, (list, tuple)) and len(value) == len(moved):
-                pairs = [(item, v, m) for item, (v, m) in enumerate(zip(value, moved))]
-            for item, v, m in pairs:
-                if type(v) is int and type(m) is int and v != m and (m - v) % step == 0:
-                    per_batch = (m - v) // step
-                    lines[(position, item)] = (per_batch, v - per_batch * batch)
+        for position, value in enumerate(node.args):
+            moved = {}
+            for move, others in twins:
+                if position < len(others[index].args):
+                    for item, v, m in _numbers(value, others[index].args[position]):
+                        if v != m:
+                            moved.setdefault((item, v), []).append((move, m))
+            for (item, v), changed in moved.items():
+                expr = _size_expr(v, changed)
+                if expr is not None:
+                    lines[(position, item)] = expr
+                    used.update(expr.sizes)
         if lines:
-            marked[node] = lines
-    for node, lines in marked.items():
-        node.meta[BATCH_SIZES] = lines
-    return source
+            node.meta[SIZES] = lines
+    return used

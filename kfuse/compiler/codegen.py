@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kfuse.compiler.capture import BATCH_SIZES, Captured
+from kfuse.compiler.capture import SIZES, Captured
 from kfuse.compiler.plan import Plan
 from kfuse.kernels import attention, ops, recurrent
 from kfuse.kernels import conv as convolutions
@@ -746,17 +746,18 @@ _AS_RESHAPE = {("aten::view", ""), ("aten::_unsafe_view", "")}
 _CONTIGUOUS_STATE = {("aten::lstm", "hx"), ("aten::gru", "hx"), ("aten::rnn_tanh", "hx"), ("aten::rnn_relu", "hx")}
 
 
-def _batch_following(value, lines: dict, position: int, names: dict[str, str]) -> str | None:
-    """The C++ of an argument some of whose numbers follow the batch (capture.BATCH_SIZES): those computed from the
-    batch input's first dim at run time, so that the file takes another batch as the Model does; None: none do."""
+def _size_following(value, lines: dict, position: int, names: dict[str, str]) -> str | None:
+    """The C++ of an argument some of whose numbers follow the inputs' sizes (capture.SIZES): those computed from
+    the inputs at run time, so that the file takes other sizes as the Model does; None: none do."""
     def number(item, v) -> str:
-        if (position, item) not in lines:
+        expr = lines.get((position, item))
+        if expr is None:
             return f"int64_t({v})"
-        per_batch, offset = lines[(position, item)]
-        term = names["__batch__"] if per_batch == 1 else f"{per_batch} * {names['__batch__']}"
-        return term if offset == 0 else f"({term} {'+' if offset > 0 else '-'} {abs(offset)})"
+        factors = [f"{names[name]}.size({dim})" for name, dim in expr.sizes]
+        term = " * ".join(([str(expr.scale)] if expr.scale != 1 else []) + factors)
+        return term if expr.offset == 0 else f"({term} {'+' if expr.offset > 0 else '-'} {abs(expr.offset)})"
 
-    if not any(p == position for p, _ in lines) or "__batch__" not in names:
+    if not any(p == position for p, _ in lines):
         return None
     if isinstance(value, int):
         return f"c10::IValue({number(None, value)})"
@@ -792,7 +793,7 @@ def _library_call(call: LibraryCall, names: dict[str, str], handles: list[str]) 
             # A Python number where the op takes a Tensor: a wrapped number, as eager PyTorch passes it.
             rendered.append(f"kf::wrapped_number({_scalar(value)})")
         else:
-            following = _batch_following(value, node.meta.get(BATCH_SIZES, {}), len(rendered), local)
+            following = _size_following(value, node.meta.get(SIZES, {}), len(rendered), local)
             rendered.append(following or render_ivalue(value, local, arg.type))
     args = ", ".join(rendered)
     kind = "library call" if call.anchor else "ATen call, unfused"
@@ -931,8 +932,6 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     names = {i.name: i.name for i in captured.inputs}
     first_tensor = next((i.name for i in captured.inputs if i.dtype is not None), None)
     names["__device__"] = f"{first_tensor}.device()" if first_tensor else "at::Device(at::kCPU)"
-    if captured.batch_input is not None:
-        names["__batch__"] = f"{captured.batch_input}.size(0)"
 
     def pointwise_text(k: FusedKernel) -> str:
         device = (_cuda_kernels(k) + (_channels_last_kernel(k) if k.channels_last_input else "")

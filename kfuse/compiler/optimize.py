@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from kfuse.compiler.capture import CaptureError, capture, mark_batch_sizes
+from kfuse.compiler.capture import Captured, CaptureError, SizeMove, capture, mark_sizes
 from kfuse.compiler.codegen import generate
 from kfuse.compiler.emit import EmitError, copied_bytes, emit
 from kfuse.compiler.graphed import launches_per_forward, use_graph
@@ -80,7 +80,7 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
         captured = capture(model, example)
     except CaptureError as err:
         raise UsageError(str(err)) from None
-    follow_the_batch(captured, problem, init_inputs, example)
+    follow_the_sizes(captured, problem, init_inputs, example)
     clock.stage("plan")
     add_convolution_epilogues(captured, device, precision)
     steps = plan(captured.graph, device, precision)
@@ -92,7 +92,7 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
         model = build_reference(problem, init_inputs, seed=0, device=meta)  # (capture turns carried state into buffers)
         captured = capture(model, example, drop_unused=False)
         captured.kept_unused = unused
-        follow_the_batch(captured, problem, init_inputs, example, drop_unused=False)
+        follow_the_sizes(captured, problem, init_inputs, example, drop_unused=False)
         add_convolution_epilogues(captured, device, precision)
         steps = plan(captured.graph, device, precision)
     if not steps.has_kernels:
@@ -124,18 +124,69 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
                      launches, graphed)
 
 
-def follow_the_batch(captured, problem, init_inputs: list, example: list, drop_unused: bool = True) -> None:
-    """The model captured again at another batch (on meta: no memory, a second or two): the sizes that moved with it
-    are marked to be read from the batch input at run time (capture.mark_batch_sizes). A model that cannot be
-    captured at another batch keeps every size as captured."""
+# At most this many sizes other than the batch are tried (a capture each, on meta: a second or two).
+SIZE_CAPTURES = 3
+
+
+def follow_the_sizes(captured, problem, init_inputs: list, example: list, drop_unused: bool = True) -> None:
+    """The model captured again at another batch, and with each other input length that the graph writes as a
+    number cut to another (on meta: no memory, a second or two each): the sizes that moved with them are marked to
+    be read from the inputs at run time (capture.mark_sizes). A size the model does not take another value of (a
+    capture that fails, a length a weight fixes) keeps its number."""
+    users = {i.target: i for i in captured.inputs if i.kind == "user"}
+    names = {k: users[k].name for k, v in enumerate(example)
+             if isinstance(v, torch.Tensor) and k in users and users[k].rank == v.dim()}
+    tensors = [(names.get(k), v) for k, v in enumerate(example) if isinstance(v, torch.Tensor)]
+    if not tensors or any(name is None for name, _ in tensors):
+        return  # (the graph's inputs are not the example's tensors in order: nothing to read sizes from)
+
+    def again(inputs: list) -> Captured | None:
+        try:
+            return capture(build_reference(problem, init_inputs, seed=0, device=torch.device("meta")), inputs,
+                           drop_unused=drop_unused)
+        except CaptureError:
+            return None
+
+    moves = []
     other = resized_batch(example)
-    if other is None:
-        return
-    try:
-        again = capture(build_reference(problem, init_inputs, seed=0, device=torch.device("meta")), other,
-                        drop_unused=drop_unused)
-    except CaptureError:
-        return
-    batch = next(x.shape[0] for x in example if isinstance(x, torch.Tensor))
-    resized = next(x.shape[0] for x in other if isinstance(x, torch.Tensor))
-    captured.batch_input = mark_batch_sizes(captured, batch, again, resized)
+    if other is not None:
+        batch = tensors[0][1].shape[0]
+        resized = next(x.shape[0] for x in other if isinstance(x, torch.Tensor))
+        moved = again(other)
+        if moved is not None:
+            moves.append(SizeMove((tensors[0][0], 0), batch, resized, moved))
+    # lengths the graph writes as numbers (alone, or times the batch), each cut to about half in every input
+    # dim that has it (a sequence length q and k share moves together), the batch dim excepted where it is one
+    written = {v for n in captured.graph.nodes if n.op == "call_function" for v in _ints(n.args)}
+    first = 1 if other is not None else 0
+    lengths = {}
+    for name, tensor in tensors:
+        for dim in range(first, tensor.dim()):
+            lengths.setdefault(tensor.shape[dim], []).append((name, dim))
+    batch = tensors[0][1].shape[0] if other is not None else None
+    tried = 0
+    for length, places in lengths.items():
+        if length < 4 or not (length in written or (batch and batch * length in written)):
+            continue
+        if tried == SIZE_CAPTURES:
+            break
+        tried += 1
+        cut = length // 2 + 1
+        inputs = list(example)
+        for k, v in enumerate(example):
+            if isinstance(v, torch.Tensor):
+                for dim in (d for name, d in places if name == names.get(k)):
+                    v = v.narrow(dim, 0, cut)
+                inputs[k] = v
+        moved = again(inputs)
+        if moved is not None:
+            moves.append(SizeMove(places[0], length, cut, moved))
+    mark_sizes(captured, moves)
+
+
+def _ints(value) -> list[int]:
+    if type(value) is int:
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for item in value for v in _ints(item)]
+    return []
