@@ -105,9 +105,45 @@ def doubled_batch(inputs: list, another_draw) -> list | None:
     return [torch.cat([v, w]) if isinstance(v, torch.Tensor) else v for v, w in zip(inputs, another_draw())]
 
 
+def length_dims(inputs: list) -> list[int]:
+    """The first tensor input's lengths another call might change, last dim first: every dim of 4 or more past the
+    batch (from the first where the inputs share none), one per distinct length (cut_length cuts them together)."""
+    tensors = [v for v in inputs if isinstance(v, torch.Tensor)]
+    if not tensors:
+        return []
+    first = tensors[0]
+    start = 1 if _shared_batch(inputs) is not None else 0
+    dims, seen = [], set()
+    for dim in range(first.dim() - 1, start - 1, -1):
+        if first.shape[dim] >= 4 and first.shape[dim] not in seen:
+            seen.add(first.shape[dim])
+            dims.append(dim)
+    return dims
+
+
+def cut_length(inputs: list, dim: int) -> list | None:
+    """The inputs with the first tensor input's length along `dim` cut to l // 2 + 1 (odd where l is a multiple of
+    4), in every input dim of that length past the batch: a sequence length that two inputs share moves together.
+    None where that dim is not one of length_dims."""
+    if dim not in length_dims(inputs):
+        return None
+    length = next(v for v in inputs if isinstance(v, torch.Tensor)).shape[dim]
+    start = 1 if _shared_batch(inputs) is not None else 0
+    out = []
+    for v in inputs:
+        if isinstance(v, torch.Tensor):
+            for d in range(start, v.dim()):
+                if v.shape[d] == length:
+                    v = v.narrow(d, 0, length // 2 + 1)
+            v = v.contiguous()
+        out.append(v)
+    return out
+
+
 def judge_inputs(problem: ModuleType, seed: int, device: torch.device, layout: str = "contiguous") -> list | None:
     """The judge's inputs for a call, made alike in the judge's process and the candidate's: as get_inputs() makes
-    them ("contiguous"), "strided", "resized" or "doubled" (None: no batch to change)."""
+    them ("contiguous"), "strided", "resized", "doubled" or "length<dim>" (cut_length; None: no batch or length to
+    change)."""
     made = make_inputs(problem, seed, device)
     if layout == "strided":
         return strided(made)
@@ -115,6 +151,8 @@ def judge_inputs(problem: ModuleType, seed: int, device: torch.device, layout: s
         return resized_batch(made)
     if layout == "doubled":
         return doubled_batch(made, lambda: make_inputs(problem, seed + 1, device))
+    if layout.startswith("length"):
+        return cut_length(made, int(layout[len("length"):]))
     return made
 
 

@@ -90,9 +90,11 @@ def summarize(records: list[dict], baselines: list[str], total: int | None = Non
         "failures": {s: [{"id": r["id"], "reason": (r["reasons"] or [""])[0]} for r in records if r["status"] == s]
                      for s in STATUSES[1:] if statuses.get(s, 0)},  # correct-parity listed apart too
         "stages_s": stage_totals(records),
-        # the judge's resized trial, told not judged: its first word ("passed", "failed", "skipped") per problem
+        # the judge's other sizes, told not judged: the first word ("passed", "failed", "skipped") per problem
         "other_batch": dict(Counter((r.get("other_batch") or "").split(":")[0] for r in records
                                     if r.get("other_batch"))),
+        "other_length": dict(Counter((r.get("other_length") or "").split(":")[0].split(" ")[0] for r in records
+                                     if r.get("other_length"))),
     }
     for b in baselines:
         value, count = geomean(records, b)
@@ -164,10 +166,11 @@ def headlines(summary: dict) -> list[tuple[str, str, str]]:
     roof = summary["roofline_fraction"]
     if roof["count"]:
         rows.append(("roofline (median)", pct(roof["median"]), f"of the floor's speed, {roof['count']} timed"))
-    other = summary.get("other_batch") or {}
-    if other:
-        told = ", ".join(f"{other[k]} {k}" for k in ("passed", "failed", "skipped") if other.get(k))
-        rows.append(("another batch size", told, "told, not judged"))
+    for key, what in (("other_batch", "another batch size"), ("other_length", "another length")):
+        other = summary.get(key) or {}
+        if other:
+            told = ", ".join(f"{other[k]} {k}" for k in ("passed", "failed", "skipped") if other.get(k))
+            rows.append((what, told, "told, not judged"))
     return rows
 
 

@@ -755,6 +755,7 @@ def record(problem: Problem, key: str | None, result: dict, options: BenchOption
         "reasons": result.get("reasons", []),
         "kernelbench_pass": verdict.get("kernelbench_pass"),
         "other_batch": verdict.get("other_batch"),
+        "other_length": verdict.get("other_length"),
         "build_s": verdict.get("build_s"),
         "times_ms": {name: s["median_ms"] for name, s in (timing.get("stats") or {}).items()},
         "speedups": dict(timing.get("speedups") or {}),

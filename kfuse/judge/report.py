@@ -63,6 +63,8 @@ def print_verdict(verdict: dict, console: Console | None = None) -> None:
         console.print(f"  KernelBench rule (allclose atol=rtol 1e-4 fp32 / 1e-2 half): {word}")
     if verdict.get("other_batch"):
         console.print(f"  another batch size (told, not judged): {verdict['other_batch']}", highlight=False)
+    if verdict.get("other_length"):
+        console.print(f"  another length (told, not judged): {verdict['other_length']}", highlight=False)
     parity = _parity_line(trials)
     if parity:
         console.print(f"  {parity}")

@@ -71,8 +71,8 @@ def new_verdict(problem: str, candidate: str, options: CheckOptions) -> dict:
         "schema": SCHEMA, "kfuse_version": __version__, "status": None, "reasons": [],
         "problem": str(problem), "candidate": str(candidate), "extraction": None,
         "options": asdict(options), "environment": None, "static": [], "stage": None, "build_s": None,
-        "kernelbench_pass": None, "other_batch": None, "trials": [], "timing": None, "error_log": None, "elapsed_s": None,
-        "stages_s": None, "gpu_wait_s": None, "gpu_peak_bytes": None,
+        "kernelbench_pass": None, "other_batch": None, "other_length": None, "trials": [], "timing": None,
+        "error_log": None, "elapsed_s": None, "stages_s": None, "gpu_wait_s": None, "gpu_peak_bytes": None,
     }
 
 
@@ -241,6 +241,7 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
         verdict["trials"] = report.get("trials", [])
         verdict["kernelbench_pass"] = report.get("kernelbench_pass")
         verdict["other_batch"] = report.get("other_batch")
+        verdict["other_length"] = report.get("other_length")
         verdict["timing"] = report.get("timing")
         verdict["gpu_wait_s"] = report.get("gpu_wait_s")
         verdict["gpu_peak_bytes"] = report.get("gpu_peak_bytes")

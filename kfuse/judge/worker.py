@@ -25,7 +25,8 @@ from kfuse.judge import gpulock, roofline, wire
 from kfuse.judge.compare import compare_outputs, float64_chunks, leaves, same_bits
 from kfuse.judge.verdict import BUILD_STAGE, WAIT_STAGE
 from kfuse.problem import (ProblemError, apply_precision, build_reference, describe_exception, judge_inputs,
-                           load_problem, make_inputs, release_cached_memory, rerandomise, synchronize, weight_scales)
+                           length_dims, load_problem, make_inputs, release_cached_memory, rerandomise, synchronize,
+                           weight_scales)
 from kfuse.judge.timing import TimingPlan, time_interleaved
 
 # The copy ceiling is torch's own copy kernel at its best; a kernel may beat it by a few percent, not 10%.
@@ -36,8 +37,9 @@ TRIAL_KINDS = {
     "reweighted": "weights re-randomised after construction",
     "refill": "same input tensors refilled in place",
     "strided": "non-contiguous inputs",
-    "resized": "half the batch plus one",  # (these two told, not judged: check_other_batch)
+    "resized": "half the batch plus one",  # (these three told, not judged: check_other_sizes)
     "doubled": "twice the batch",
+    "lengthened": "another length",
     "fresh": "fresh inputs",
 }
 
@@ -68,8 +70,8 @@ class Events:
 
 def trial_plan(n: int) -> list[str]:
     """What each trial checks besides fresh inputs: bitwise determinism, weights re-randomised after
-    construction (twice), the same input tensors refilled in place, and non-contiguous inputs. (Another batch size
-    is checked after them, and told apart: Judgement.check_other_batch.)"""
+    construction (twice), the same input tensors refilled in place, and non-contiguous inputs. (Other batch sizes
+    and another length are checked after them, and told apart: Judgement.check_other_sizes.)"""
     base = ["determinism", "reweighted", "refill", "reweighted", "strided"]
     return (base + ["fresh"] * n)[:max(n, len(base))]
 
@@ -237,18 +239,22 @@ class Judgement:
         trial["kernelbench_pass"] = trial.get("kernelbench_pass", True) and comparison.kernelbench_pass
         trial["reference_mutates"] = ref_mutated
 
-    def run_trial(self, index: int, kind: str) -> dict:
+    def run_trial(self, index: int, kind: str, layout: str | None = None) -> dict:
+        """One checked call. `layout`: the inputs' (judge_inputs), where the caller has already found that the
+        reference takes them; by default the kind's own, probed here."""
         seed = self.spec["seed"] + 1 + index
         trial = {"trial": index + 1, "kind": kind, "seed": seed, "problems": [], "comparisons": []}
         self.notes = trial.setdefault("notes", [])
-        label = f"trial {index + 1}/{len(self.plan)} ({kind})" if index < len(self.plan) else "another batch size"
+        label = f"trial {index + 1}/{len(self.plan)} ({kind})" if index < len(self.plan) else TRIAL_KINDS[kind]
         if kind == "reweighted":
             rerandomise(self.reference, seed, self.scales)
             self.candidate.request("reweight", seed=seed)
         self.events.stage(label)
         refill_seed = seed + 10_000 if kind == "refill" else None
-        layout = kind if kind in ("strided", "resized", "doubled") else "contiguous"
-        if layout != "contiguous":
+        probed = layout is not None
+        if layout is None:
+            layout = kind if kind in ("strided", "resized", "doubled") else "contiguous"
+        if layout != "contiguous" and not probed:
             refused = self.reference_refuses(seed, layout)
             if refused:  # a candidate need not take inputs the Model itself does not
                 what = "non-contiguous inputs" if layout == "strided" else "another batch size"
@@ -445,7 +451,7 @@ class Judgement:
             self.check_trials()
             if self.timer is not None:
                 self.report["timing"] = self.time_models(self.reference_timing_prepared())
-            self.check_other_batch()
+            self.check_other_sizes()
             return self.report
         finally:
             self.candidate.close(at_once=True)  # its work is done or not wanted: no teardown to wait for
@@ -505,12 +511,12 @@ class Judgement:
             what = TRIAL_KINDS[failed["kind"]]
             raise Outcome("incorrect", *(f"trial {failed['trial']} ({what}): {p}" for p in failed["problems"]))
 
-    def check_other_batch(self) -> None:
-        """Other batch sizes, after the judged trials and the timed rounds: half the batch plus one, then twice the
-        batch (small inputs only). Their outcome is told (`other_batch`), not judged: KernelBench runs a problem at
-        its own sizes and the judge's rules are its rules (DESIGN.md section 4); another batch is what a drop-in
-        replacement owes its user (DESIGN.md section 2; kfuse's own files are held to it by their tests). Last,
-        because a candidate that fails them may take its process down."""
+    def check_other_sizes(self) -> None:
+        """Other sizes, after the judged trials and the timed rounds: half the batch plus one, twice the batch (small
+        inputs only), then another length. Their outcome is told (`other_batch`, `other_length`), not judged:
+        KernelBench runs a problem at its own sizes and the judge's rules are its rules (DESIGN.md section 4); other
+        sizes are what a drop-in replacement owes its user (DESIGN.md section 2; kfuse's own files are held to them
+        by their tests). Last, because a candidate that fails them may take its process down."""
         if self.spec["time"]:
             self.adopt_candidate_buffers()
         trials = []
@@ -521,8 +527,30 @@ class Judgement:
             except Outcome as outcome:  # (its process may be gone: nothing more is asked of it)
                 trials.append({"kind": kind, "passed": False,
                                "problems": [f"{outcome.status}: {'; '.join(outcome.reasons) or outcome.status}"]})
-                break
+                self.report["other_batch"] = other_batch(trials)
+                return
         self.report["other_batch"] = other_batch(trials)
+        self.report["other_length"] = self.check_other_length(len(self.plan) + 2)
+
+    def check_other_length(self, index: int) -> str:
+        """Another length: the first of the first input's lengths (last dim first) whose cut the Model takes
+        (problem.length_dims, cut_length: a sequence, a signal, an image side), the candidate called on it once.
+        "passed", "failed: what" or "skipped: why" (the Model takes none: its lengths are its weights')."""
+        seed = self.spec["seed"] + 1 + index
+        refusals = []
+        for dim in length_dims(self.inputs(seed)):
+            layout = f"length{dim}"
+            refused = self.reference_refuses(seed, layout)
+            if refused:
+                refusals.append(f"dim {dim}: {refused}")
+                continue
+            try:
+                with self.untimed():
+                    trial = self.run_trial(index, "lengthened", layout)
+            except Outcome as outcome:
+                return f"failed: {outcome.status}: {'; '.join(outcome.reasons) or outcome.status}"
+            return "passed" if trial["passed"] else f"failed (dim {dim}): " + "; ".join(trial["problems"])
+        return "skipped: " + ("; ".join(refusals[:2]) if refusals else "no input dim past the batch is 4 or longer")
 
 
     def adopt_candidate_buffers(self) -> None:
