@@ -1,5 +1,7 @@
 """kfuse/compiler/capture.py: what the captured graph keeps of a forward."""
 
+import inspect
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -108,6 +110,27 @@ def test_sizes_other_than_the_batch_follow_the_captures_that_move_them():
     b, t = ("x", 0), ("x", 1)
     # view(b, t, ...), the mask's slices to t, and reshape(b * t, 2 * t): a product where both moved it
     assert exprs == {SizeExpr(1, (b,)), SizeExpr(1, (t,)), SizeExpr(2, (t,)), SizeExpr(1, (b, t))}
+
+
+class Shuffle(nn.Module):
+    """ShuffleNet's channel shuffle: a view through (b, groups, c / groups, h, w), then a ReLU."""
+
+    def forward(self, x):
+        b, c, h, w = x.size()
+        return torch.relu(x.view(b, 2, c // 2, h, w).transpose(1, 2).contiguous().view(b, -1, h, w))
+
+
+def test_a_square_image_s_sides_each_follow_their_own_dim(tmp_path):
+    # optimize cuts each dim of one length alone first: height and width are told apart on a square input
+    from kfuse.compiler.optimize import optimize
+
+    problem = tmp_path / "shuffle.py"
+    problem.write_text("import torch\nimport torch.nn as nn\n\n\n" + inspect.getsource(Shuffle).replace(
+        "class Shuffle", "class Model") + "\n\ndef get_inputs():\n    return [torch.rand(2, 4, 6, 6)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    text = optimize(problem, tmp_path / "shuffle_new.py", "cpu").path.read_text()
+    assert "{x.size(0), int64_t(2), int64_t(2), x.size(2), x.size(3)}" in text
+    assert "{x.size(0), int64_t(-1), x.size(2), x.size(3)}" in text
 
 
 class Writes(nn.Module):

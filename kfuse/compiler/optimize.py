@@ -124,8 +124,8 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
                      launches, graphed)
 
 
-# At most this many sizes other than the batch are tried (a capture each, on meta: a second or two).
-SIZE_CAPTURES = 3
+# At most this many captures with a length other than the batch's cut (on meta: a second or two each).
+SIZE_CAPTURES = 4
 
 
 def follow_the_sizes(captured, problem, init_inputs: list, example: list, drop_unused: bool = True) -> None:
@@ -168,19 +168,27 @@ def follow_the_sizes(captured, problem, init_inputs: list, example: list, drop_u
     for length, places in lengths.items():
         if length < 4 or not (length in written or (batch and batch * length in written)):
             continue
-        if tried == SIZE_CAPTURES:
-            break
-        tried += 1
-        cut = length // 2 + 1
-        inputs = list(example)
-        for k, v in enumerate(example):
-            if isinstance(v, torch.Tensor):
-                for dim in (d for name, d in places if name == names.get(k)):
-                    v = v.narrow(dim, 0, cut)
-                inputs[k] = v
-        moved = again(inputs)
-        if moved is not None:
-            moves.append(SizeMove(places[0], length, cut, moved))
+        # each dim of that length alone first (an image's height and width, q's and k's lengths: each number then
+        # reads its own), all of them together where none moves alone (numbers then read the first)
+        found = False
+        attempts = ([[place] for place in places] if len(places) > 1 else []) + [places]
+        for cut_places in attempts:
+            if found and len(cut_places) > 1:
+                break
+            if tried == SIZE_CAPTURES:
+                break
+            tried += 1
+            cut = length // 2 + 1
+            inputs = list(example)
+            for k, v in enumerate(example):
+                if isinstance(v, torch.Tensor):
+                    for dim in (d for name, d in cut_places if name == names.get(k)):
+                        v = v.narrow(dim, 0, cut)
+                    inputs[k] = v
+            moved = again(inputs)
+            if moved is not None:
+                moves.append(SizeMove(cut_places[0], length, cut, moved))
+                found = True
     mark_sizes(captured, moves)
 
 
