@@ -538,7 +538,7 @@ class Judgement:
         "passed", "failed: what" or "skipped: why" (the Model takes none: its lengths are its weights')."""
         seed = self.spec["seed"] + 1 + index
         refusals = []
-        for dim in length_dims(self.inputs(seed)):
+        for dim in length_dims(make_inputs(self.problem, seed, torch.device("meta"))):  # (shapes only)
             layout = f"length{dim}"
             refused = self.reference_refuses(seed, layout)
             if refused:
