@@ -124,15 +124,16 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
                      launches, graphed)
 
 
-# At most this many captures with a length other than the batch's cut (on meta: a second or two each).
-SIZE_CAPTURES = 4
+# At most this many captures with a length other than the batch's changed (on meta: a second or two each).
+SIZE_CAPTURES = 6
 
 
 def follow_the_sizes(captured, problem, init_inputs: list, example: list, drop_unused: bool = True) -> None:
     """The model captured again at another batch, and with each other input length that the graph writes as a
-    number cut to another (on meta: no memory, a second or two each): the sizes that moved with them are marked to
-    be read from the inputs at run time (capture.mark_sizes). A size the model does not take another value of (a
-    capture that fails, a length a weight fixes) keeps its number."""
+    number changed (on meta: no memory, a second or two each): the sizes that moved with them are marked to be read
+    from the inputs at run time (capture.mark_sizes). Each size is tried about halved (b // 2 + 1, the judge's other
+    batch), then doubled where the model refuses that (a training BatchNorm over one value per channel at batch 1).
+    A size the model takes no other value of (a length a weight fixes) keeps its number."""
     users = {i.target: i for i in captured.inputs if i.kind == "user"}
     names = {k: users[k].name for k, v in enumerate(example)
              if isinstance(v, torch.Tensor) and k in users and users[k].rank == v.dim()}
@@ -140,56 +141,63 @@ def follow_the_sizes(captured, problem, init_inputs: list, example: list, drop_u
     if not tensors or any(name is None for name, _ in tensors):
         return  # (the graph's inputs are not the example's tensors in order: nothing to read sizes from)
 
-    def again(inputs: list) -> Captured | None:
+    def moved(places: list[tuple[str, int]], size: int) -> Captured | None:
+        """The model captured with every input dim in `places` at `size` (fresh meta tensors: contiguous)."""
+        inputs = []
+        for k, v in enumerate(example):
+            if isinstance(v, torch.Tensor):
+                shape = [size if (names[k], d) in places else n for d, n in enumerate(v.shape)]
+                v = torch.empty(shape, dtype=v.dtype, device=v.device)
+            inputs.append(v)
         try:
-            return capture(build_reference(problem, init_inputs, seed=0, device=torch.device("meta")), inputs,
-                           drop_unused=drop_unused)
+            again = capture(build_reference(problem, init_inputs, seed=0, device=torch.device("meta")), inputs,
+                            drop_unused=drop_unused)
         except CaptureError:
             return None
+        # (other ops at that size, a batch of one taking another path: it tells nothing, try the next size)
+        return again if _ops(again.graph) == _ops(captured.graph) else None
+
+    def other_sizes(length: int) -> list[int]:
+        return [length // 2 + 1 if length >= 4 else length - 1, 2 * length]
 
     moves = []
-    other = resized_batch(example)
-    if other is not None:
-        batch = tensors[0][1].shape[0]
-        resized = next(x.shape[0] for x in other if isinstance(x, torch.Tensor))
-        moved = again(other)
-        if moved is not None:
-            moves.append(SizeMove((tensors[0][0], 0), batch, resized, moved))
-    # lengths the graph writes as numbers (alone, or times the batch), each cut to about half in every input
-    # dim that has it (a sequence length q and k share moves together), the batch dim excepted where it is one
+    batch = tensors[0][1].shape[0] if resized_batch(example) is not None else None
+    if batch is not None:  # (every input's first dim, which they share)
+        for size in other_sizes(batch):
+            again = moved([(name, 0) for name, _ in tensors], size)
+            if again is not None:
+                moves.append(SizeMove((tensors[0][0], 0), batch, size, again))
+                break
+    # lengths the graph writes as numbers (alone, or times the batch): each input dim of that length alone first
+    # (an image's height and width, q's and k's lengths: each number then reads its own), all of them together
+    # where none moves alone (numbers then read the first)
     written = {v for n in captured.graph.nodes if n.op == "call_function" for v in _ints(n.args)}
-    first = 1 if other is not None else 0
     lengths = {}
     for name, tensor in tensors:
-        for dim in range(first, tensor.dim()):
+        for dim in range(1 if batch is not None else 0, tensor.dim()):
             lengths.setdefault(tensor.shape[dim], []).append((name, dim))
-    batch = tensors[0][1].shape[0] if other is not None else None
     tried = 0
     for length, places in lengths.items():
         if length < 4 or not (length in written or (batch and batch * length in written)):
             continue
-        # each dim of that length alone first (an image's height and width, q's and k's lengths: each number then
-        # reads its own), all of them together where none moves alone (numbers then read the first)
         found = False
-        attempts = ([[place] for place in places] if len(places) > 1 else []) + [places]
-        for cut_places in attempts:
+        for cut_places in ([[place] for place in places] if len(places) > 1 else []) + [places]:
             if found and len(cut_places) > 1:
                 break
-            if tried == SIZE_CAPTURES:
-                break
-            tried += 1
-            cut = length // 2 + 1
-            inputs = list(example)
-            for k, v in enumerate(example):
-                if isinstance(v, torch.Tensor):
-                    for dim in (d for name, d in cut_places if name == names.get(k)):
-                        v = v.narrow(dim, 0, cut)
-                    inputs[k] = v
-            moved = again(inputs)
-            if moved is not None:
-                moves.append(SizeMove(cut_places[0], length, cut, moved))
-                found = True
+            for size in other_sizes(length):
+                if tried == SIZE_CAPTURES:
+                    break
+                tried += 1
+                again = moved(cut_places, size)
+                if again is not None:
+                    moves.append(SizeMove(cut_places[0], length, size, again))
+                    found = True
+                    break
     mark_sizes(captured, moves)
+
+
+def _ops(graph: torch.fx.Graph) -> list:
+    return [n.target for n in graph.nodes if n.op == "call_function"]
 
 
 def _ints(value) -> list[int]:
