@@ -6,7 +6,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from kfuse.compiler.capture import SIZES, SizeExpr, SizeMove, capture, mark_sizes
+from kfuse.compiler.capture import capture
+from kfuse.compiler.sizes import SIZES, SizeExpr, SizeMove, mark_sizes
 
 
 class Discards(nn.Module):

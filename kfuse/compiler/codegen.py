@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from kfuse.compiler.capture import SIZES, Captured
+from kfuse.compiler.capture import Captured
+from kfuse.compiler.sizes import SIZES
 from kfuse.compiler.plan import Plan
 from kfuse.kernels import attention, ops, recurrent
 from kfuse.kernels import conv as convolutions

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import torch
 
-from kfuse.compiler.capture import Captured, CaptureError, SizeMove, capture, mark_sizes
+from kfuse.compiler.capture import CaptureError, capture
 from kfuse.compiler.codegen import generate
+from kfuse.compiler.sizes import follow_the_sizes
 from kfuse.compiler.emit import EmitError, copied_bytes, emit
 from kfuse.compiler.graphed import launches_per_forward, use_graph
 from kfuse.kernels import choices
@@ -22,7 +23,7 @@ from kfuse.errors import UsageError
 from kfuse.loader import check_problem_source
 from kfuse import PRECISIONS
 from kfuse.compiler.plan import add_convolution_epilogues, plan
-from kfuse.problem import ProblemError, build_reference, load_problem, make_inputs, resized_batch
+from kfuse.problem import ProblemError, build_reference, load_problem, make_inputs
 
 
 @dataclass
@@ -124,85 +125,3 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
                      launches, graphed)
 
 
-# At most this many captures with a length other than the batch's changed (on meta: a second or two each).
-SIZE_CAPTURES = 6
-
-
-def follow_the_sizes(captured, problem, init_inputs: list, example: list, drop_unused: bool = True) -> None:
-    """The model captured again at another batch, and with each other input length that the graph writes as a
-    number changed (on meta: no memory, a second or two each): the sizes that moved with them are marked to be read
-    from the inputs at run time (capture.mark_sizes). Each size is tried about halved (b // 2 + 1, the judge's other
-    batch), then doubled where the model refuses that (a training BatchNorm over one value per channel at batch 1).
-    A size the model takes no other value of (a length a weight fixes) keeps its number."""
-    users = {i.target: i for i in captured.inputs if i.kind == "user"}
-    names = {k: users[k].name for k, v in enumerate(example)
-             if isinstance(v, torch.Tensor) and k in users and users[k].rank == v.dim()}
-    tensors = [(names.get(k), v) for k, v in enumerate(example) if isinstance(v, torch.Tensor)]
-    if not tensors or any(name is None for name, _ in tensors):
-        return  # (the graph's inputs are not the example's tensors in order: nothing to read sizes from)
-
-    def moved(places: list[tuple[str, int]], size: int) -> Captured | None:
-        """The model captured with every input dim in `places` at `size` (fresh meta tensors: contiguous)."""
-        inputs = []
-        for k, v in enumerate(example):
-            if isinstance(v, torch.Tensor):
-                shape = [size if (names[k], d) in places else n for d, n in enumerate(v.shape)]
-                v = torch.empty(shape, dtype=v.dtype, device=v.device)
-            inputs.append(v)
-        try:
-            again = capture(build_reference(problem, init_inputs, seed=0, device=torch.device("meta")), inputs,
-                            drop_unused=drop_unused)
-        except CaptureError:
-            return None
-        # (other ops at that size, a batch of one taking another path: it tells nothing, try the next size)
-        return again if _ops(again.graph) == _ops(captured.graph) else None
-
-    def other_sizes(length: int) -> list[int]:
-        return [length // 2 + 1 if length >= 4 else length - 1, 2 * length]
-
-    moves = []
-    batch = tensors[0][1].shape[0] if resized_batch(example) is not None else None
-    if batch is not None:  # (every input's first dim, which they share)
-        for size in other_sizes(batch):
-            again = moved([(name, 0) for name, _ in tensors], size)
-            if again is not None:
-                moves.append(SizeMove((tensors[0][0], 0), batch, size, again))
-                break
-    # lengths the graph writes as numbers (alone, or times the batch): each input dim of that length alone first
-    # (an image's height and width, q's and k's lengths: each number then reads its own), all of them together
-    # where none moves alone (numbers then read the first)
-    written = {v for n in captured.graph.nodes if n.op == "call_function" for v in _ints(n.args)}
-    lengths = {}
-    for name, tensor in tensors:
-        for dim in range(1 if batch is not None else 0, tensor.dim()):
-            lengths.setdefault(tensor.shape[dim], []).append((name, dim))
-    tried = 0
-    for length, places in lengths.items():
-        if length < 4 or not (length in written or (batch and batch * length in written)):
-            continue
-        found = False
-        for cut_places in ([[place] for place in places] if len(places) > 1 else []) + [places]:
-            if found and len(cut_places) > 1:
-                break
-            for size in other_sizes(length):
-                if tried == SIZE_CAPTURES:
-                    break
-                tried += 1
-                again = moved(cut_places, size)
-                if again is not None:
-                    moves.append(SizeMove(cut_places[0], length, size, again))
-                    found = True
-                    break
-    mark_sizes(captured, moves)
-
-
-def _ops(graph: torch.fx.Graph) -> list:
-    return [n.target for n in graph.nodes if n.op == "call_function"]
-
-
-def _ints(value) -> list[int]:
-    if type(value) is int:
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [v for item in value for v in _ints(item)]
-    return []

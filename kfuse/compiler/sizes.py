@@ -1,0 +1,180 @@
+"""Sizes that follow the inputs: export writes every size as a number, the batch's among them; the model captured
+again with a size changed tells which numbers follow which input dim, and the emitted file reads those from the
+inputs at run time (docs/design.md, "Export writes every size as a number")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from kfuse.compiler.capture import Captured, CaptureError, capture
+from kfuse.problem import build_reference, resized_batch
+
+
+# node.meta key: {(argument position, list item or None): SizeExpr}, the numbers among a node's arguments that
+# follow the inputs' sizes, read from the inputs at run time.
+SIZES = "kfuse_sizes"
+
+
+@dataclass(frozen=True)
+class SizeExpr:
+    """scale * (the product of `sizes`) + offset, each size an input's (name, dim)."""
+    scale: int
+    sizes: tuple[tuple[str, int], ...]
+    offset: int = 0
+
+
+@dataclass
+class SizeMove:
+    """The model captured again with an input size changed from `was` to `now`: `size` names one (input, dim)
+    that moved; others of that length may have moved with it (the batch of every input, a sequence length that
+    two inputs share)."""
+    size: tuple[str, int]
+    was: int
+    now: int
+    captured: Captured
+
+
+def _numbers(value, moved):
+    """(list item or None, value, moved value) for the ints of an argument captured twice."""
+    if isinstance(value, (list, tuple)) and isinstance(moved, (list, tuple)) and len(value) == len(moved):
+        return [(item, v, m) for item, (v, m) in enumerate(zip(value, moved)) if type(v) is int and type(m) is int]
+    return [(None, value, moved)] if type(value) is int and type(moved) is int else []
+
+
+def _size_expr(value: int, changed: list[tuple[SizeMove, int]]) -> SizeExpr | None:
+    """The expression a number follows, from the captures it changed in: a line through two points where one size
+    moved it (view(b, t, ...) or 4 * b), the product of the sizes where several did (view(b * t, c)); None where
+    neither fits."""
+    if len(changed) == 1:
+        move, now = changed[0]
+        step = move.now - move.was
+        if (now - value) % step:
+            return None
+        per = (now - value) // step
+        return SizeExpr(per, (move.size,), value - per * move.was)
+    product = 1
+    for move, _ in changed:
+        product *= move.was
+    if value % product:
+        return None
+    scale = value // product
+    if any(now != scale * product // move.was * move.now for move, now in changed):
+        return None
+    return SizeExpr(scale, tuple(move.size for move, _ in changed))
+
+
+def mark_sizes(captured: Captured, moves: list[SizeMove]) -> set[tuple[str, int]]:
+    """Export writes every size as a number (`x.view(x.size(0), -1)` becomes view(10, -1), a mask sliced to the
+    sequence length [:, :, :512, :512]). The same model captured with a size changed tells which numbers follow
+    it: those that moved. Marks them on captured's nodes (SIZES) and returns the sizes they read. A move whose
+    graph is not the same ops in the same order says nothing."""
+    ops = [n for n in captured.graph.nodes if n.op == "call_function"]
+    twins = []
+    for move in moves:
+        others = [n for n in move.captured.graph.nodes if n.op == "call_function"]
+        if len(others) == len(ops) and all(a.target == b.target for a, b in zip(ops, others)):
+            twins.append((move, others))
+    used = set()
+    for index, node in enumerate(ops):
+        lines = {}
+        for position, value in enumerate(node.args):
+            moved = {}
+            for move, others in twins:
+                if position < len(others[index].args):
+                    for item, v, m in _numbers(value, others[index].args[position]):
+                        if v != m:
+                            moved.setdefault((item, v), []).append((move, m))
+            for (item, v), changed in moved.items():
+                expr = _size_expr(v, changed)
+                if expr is not None:
+                    lines[(position, item)] = expr
+                    used.update(expr.sizes)
+        if lines:
+            node.meta[SIZES] = lines
+    return used
+
+
+# At most this many captures with a length other than the batch's changed (on meta: a second or two each).
+SIZE_CAPTURES = 6
+
+
+def follow_the_sizes(captured, problem, init_inputs: list, example: list, drop_unused: bool = True) -> None:
+    """The model captured again at another batch, and with each other input length that the graph writes as a
+    number changed (on meta: no memory, a second or two each): the sizes that moved with them are marked to be read
+    from the inputs at run time (capture.mark_sizes). Each size is tried about halved (b // 2 + 1, the judge's other
+    batch), then doubled where the model refuses that (a training BatchNorm over one value per channel at batch 1).
+    A size the model takes no other value of (a length a weight fixes) keeps its number."""
+    users = {i.target: i for i in captured.inputs if i.kind == "user"}
+    names = {k: users[k].name for k, v in enumerate(example)
+             if isinstance(v, torch.Tensor) and k in users and users[k].rank == v.dim()}
+    tensors = [(names.get(k), v) for k, v in enumerate(example) if isinstance(v, torch.Tensor)]
+    if not tensors or any(name is None for name, _ in tensors):
+        return  # (the graph's inputs are not the example's tensors in order: nothing to read sizes from)
+
+    def moved(places: list[tuple[str, int]], size: int) -> Captured | None:
+        """The model captured with every input dim in `places` at `size` (fresh meta tensors: contiguous)."""
+        inputs = []
+        for k, v in enumerate(example):
+            if isinstance(v, torch.Tensor):
+                shape = [size if (names[k], d) in places else n for d, n in enumerate(v.shape)]
+                v = torch.empty(shape, dtype=v.dtype, device=v.device)
+            inputs.append(v)
+        try:
+            again = capture(build_reference(problem, init_inputs, seed=0, device=torch.device("meta")), inputs,
+                            drop_unused=drop_unused)
+        except CaptureError:
+            return None
+        # (other ops at that size, a batch of one taking another path: it tells nothing, try the next size)
+        return again if _ops(again.graph) == _ops(captured.graph) else None
+
+    def other_sizes(length: int) -> list[int]:
+        return [length // 2 + 1 if length >= 4 else length - 1, 2 * length]
+
+    moves = []
+    batch = tensors[0][1].shape[0] if resized_batch(example) is not None else None
+    if batch is not None:  # (every input's first dim, which they share)
+        for size in other_sizes(batch):
+            again = moved([(name, 0) for name, _ in tensors], size)
+            if again is not None:
+                moves.append(SizeMove((tensors[0][0], 0), batch, size, again))
+                break
+    # lengths the graph writes as numbers (alone, or times the batch): each input dim of that length alone first
+    # (an image's height and width, q's and k's lengths: each number then reads its own), all of them together
+    # where none moves alone (numbers then read the first)
+    written = {v for n in captured.graph.nodes if n.op == "call_function" for v in _ints(n.args)}
+    lengths = {}
+    for name, tensor in tensors:
+        for dim in range(1 if batch is not None else 0, tensor.dim()):
+            lengths.setdefault(tensor.shape[dim], []).append((name, dim))
+    tried = 0
+    for length, places in lengths.items():
+        if length < 4 or not (length in written or (batch and batch * length in written)):
+            continue
+        found = False
+        for cut_places in ([[place] for place in places] if len(places) > 1 else []) + [places]:
+            if found and len(cut_places) > 1:
+                break
+            for size in other_sizes(length):
+                if tried == SIZE_CAPTURES:
+                    break
+                tried += 1
+                again = moved(cut_places, size)
+                if again is not None:
+                    moves.append(SizeMove(cut_places[0], length, size, again))
+                    found = True
+                    break
+    mark_sizes(captured, moves)
+
+
+def _ops(graph: torch.fx.Graph) -> list:
+    return [n.target for n in graph.nodes if n.op == "call_function"]
+
+
+def _ints(value) -> list[int]:
+    if type(value) is int:
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for item in value for v in _ints(item)]
+    return []
