@@ -105,45 +105,52 @@ def doubled_batch(inputs: list, another_draw) -> list | None:
     return [torch.cat([v, w]) if isinstance(v, torch.Tensor) else v for v, w in zip(inputs, another_draw())]
 
 
-def length_dims(inputs: list) -> list[int]:
-    """The first tensor input's lengths another call might change, last dim first: every dim of 4 or more past the
-    batch (from the first where the inputs share none), one per distinct length (cut_length cuts them together)."""
+def length_cuts(inputs: list) -> list[str]:
+    """The judge's "length" layouts for these inputs, in the order to try them: each dim of 4 or more of the first
+    tensor input past the batch (from the first where the inputs share none), last dim first, cut alone
+    ("length<d>"); then, for a length that several of its dims share (a square image), all of them together
+    ("length<d>all")."""
     tensors = [v for v in inputs if isinstance(v, torch.Tensor)]
     if not tensors:
         return []
     first = tensors[0]
     start = 1 if _shared_batch(inputs) is not None else 0
-    dims, seen = [], set()
-    for dim in range(first.dim() - 1, start - 1, -1):
-        if first.shape[dim] >= 4 and first.shape[dim] not in seen:
-            seen.add(first.shape[dim])
-            dims.append(dim)
-    return dims
+    dims = [d for d in range(first.dim() - 1, start - 1, -1) if first.shape[d] >= 4]
+    together, seen = [], set()
+    for d in dims:  # (one per length that several dims share: its last dim names it)
+        if first.shape[d] not in seen and sum(first.shape[e] == first.shape[d] for e in dims) > 1:
+            together.append(d)
+        seen.add(first.shape[d])
+    return [f"length{d}" for d in dims] + [f"length{d}all" for d in together]
 
 
-def cut_length(inputs: list, dim: int) -> list | None:
-    """The inputs with the first tensor input's length along `dim` cut to l // 2 + 1 (odd where l is a multiple of
-    4), in every input dim of that length past the batch: a sequence length that two inputs share moves together.
-    None where that dim is not one of length_dims."""
-    if dim not in length_dims(inputs):
+def cut_length(inputs: list, layout: str) -> list | None:
+    """The inputs laid out as `layout` (one of length_cuts) says: the first tensor input's dim d, of length l, cut to
+    l // 2 + 1 (odd where l is a multiple of 4); alone, or with its other dims of that length ("all"); and every
+    other input's dims of that length past the batch with it (a sequence length two inputs share moves together).
+    None where the layout is not one of length_cuts."""
+    if layout not in length_cuts(inputs):
         return None
-    length = next(v for v in inputs if isinstance(v, torch.Tensor)).shape[dim]
+    together = layout.endswith("all")
+    dim = int(layout[len("length"):len(layout) - 3 if together else None])
     start = 1 if _shared_batch(inputs) is not None else 0
-    out = []
+    length, out, first = None, [], True
     for v in inputs:
         if isinstance(v, torch.Tensor):
-            for d in range(start, v.dim()):
-                if v.shape[d] == length:
-                    v = v.narrow(d, 0, length // 2 + 1)
+            length = v.shape[dim] if length is None else length
+            dims = [dim] if first and not together else [d for d in range(start, v.dim()) if v.shape[d] == length]
+            for d in dims:
+                v = v.narrow(d, 0, length // 2 + 1)
             v = v.contiguous()
+            first = False
         out.append(v)
     return out
 
 
 def judge_inputs(problem: ModuleType, seed: int, device: torch.device, layout: str = "contiguous") -> list | None:
     """The judge's inputs for a call, made alike in the judge's process and the candidate's: as get_inputs() makes
-    them ("contiguous"), "strided", "resized", "doubled" or "length<dim>" (cut_length; None: no batch or length to
-    change)."""
+    them ("contiguous"), "strided", "resized", "doubled" or one of length_cuts (cut_length; None: no batch or length
+    to change)."""
     made = make_inputs(problem, seed, device)
     if layout == "strided":
         return strided(made)
@@ -152,7 +159,7 @@ def judge_inputs(problem: ModuleType, seed: int, device: torch.device, layout: s
     if layout == "doubled":
         return doubled_batch(made, lambda: make_inputs(problem, seed + 1, device))
     if layout.startswith("length"):
-        return cut_length(made, int(layout[len("length"):]))
+        return cut_length(made, layout)
     return made
 
 

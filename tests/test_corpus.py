@@ -57,21 +57,23 @@ def test_resized_inputs_share_a_cut_batch_or_none():
     assert resized_batch([torch.randn(1, 8)]) is None and resized_batch([torch.tensor(2.0)]) is None
 
 
-def test_a_cut_length_moves_every_input_dim_of_that_length_past_the_batch():
+def test_a_cut_length_moves_one_dim_of_the_first_input_and_that_length_in_the_others():
     import torch
 
-    from kfuse.problem import cut_length, length_dims
+    from kfuse.problem import cut_length, length_cuts
 
     q, k = torch.randn(3, 10, 16), torch.randn(3, 10, 16)
-    assert length_dims([q, k]) == [2, 1]  # last dim first; not the batch
-    cut = cut_length([q, k, 0.5], 1)
+    assert length_cuts([q, k]) == ["length2", "length1"]  # last dim first; not the batch
+    cut = cut_length([q, k, 0.5], "length1")
     assert [t.shape for t in cut[:2]] == [(3, 6, 16)] * 2 and cut[2] == 0.5 and torch.equal(cut[0], q[:, :6])
     assert cut[0].is_contiguous()
-    square = cut_length([torch.randn(2, 3, 8, 8)], 3)[0]
-    assert square.shape == (2, 3, 5, 5)  # (both sides of that length; 3 channels are under 4 long: never cut)
-    assert length_dims([torch.randn(8, 8), torch.randn(8, 6)]) == [1]  # a shared first dim is a batch
-    assert length_dims([torch.randn(4, 5), torch.randn(5, 6)]) == [1, 0]  # none shared: every dim may move
-    assert cut_length([torch.randn(3, 2, 16)], 1) is None and length_dims([torch.tensor(2.0)]) == []
+    image = [torch.randn(2, 8, 8, 8)]  # channels and both sides 8 long: each alone, then all three together
+    assert length_cuts(image) == ["length3", "length2", "length1", "length3all"]
+    assert cut_length(image, "length3")[0].shape == (2, 8, 8, 5)
+    assert cut_length(image, "length3all")[0].shape == (2, 5, 5, 5)
+    assert length_cuts([torch.randn(8, 8), torch.randn(8, 6)]) == ["length1"]  # a shared first dim is a batch
+    assert length_cuts([torch.randn(4, 5), torch.randn(5, 6)]) == ["length1", "length0"]  # none shared
+    assert cut_length([torch.randn(3, 2, 16)], "length1") is None and length_cuts([torch.tensor(2.0)]) == []
 
 
 def test_doubled_inputs_stack_two_draws_while_small():

@@ -25,7 +25,7 @@ from kfuse.judge import gpulock, roofline, wire
 from kfuse.judge.compare import compare_outputs, float64_chunks, leaves, same_bits
 from kfuse.judge.verdict import BUILD_STAGE, WAIT_STAGE
 from kfuse.problem import (ProblemError, apply_precision, build_reference, describe_exception, judge_inputs,
-                           length_dims, load_problem, make_inputs, release_cached_memory, rerandomise, synchronize,
+                           length_cuts, load_problem, make_inputs, release_cached_memory, rerandomise, synchronize,
                            weight_scales)
 from kfuse.judge.timing import TimingPlan, time_interleaved
 
@@ -534,12 +534,12 @@ class Judgement:
 
     def check_other_length(self, index: int) -> str:
         """Another length: the first of the first input's lengths (last dim first) whose cut the Model takes
-        (problem.length_dims, cut_length: a sequence, a signal, an image side), the candidate called on it once.
+        (problem.length_cuts, cut_length: a sequence, a signal, an image side), the candidate called on it once.
         "passed", "failed: what" or "skipped: why" (the Model takes none: its lengths are its weights')."""
         seed = self.spec["seed"] + 1 + index
         refusals = []
-        for dim in length_dims(make_inputs(self.problem, seed, torch.device("meta"))):  # (shapes only)
-            layout = f"length{dim}"
+        for layout in length_cuts(make_inputs(self.problem, seed, torch.device("meta"))):  # (shapes only)
+            dim = layout[len("length"):]
             refused = self.reference_refuses(seed, layout)
             if refused:
                 refusals.append(f"dim {dim}: {refused}")
