@@ -117,12 +117,14 @@ KF_INLINE float kfr_sqrt(float x) { return sqrtf(x); }
 KF_INLINE double kfr_sqrt(double x) { return sqrt(x); }
 KF_INLINE kf_acc kfr_max_acc(kf_acc a) { return a > (kf_acc)0 ? a : (kf_acc)0; }
 /* clamp_min as PyTorch's: NaN stays NaN */
-KF_INLINE kf_acc kfr_max2(kf_acc a, kf_acc b) { return (a != a || a > b) ? a : b; }
+KF_INLINE kf_acc kfr_max2(kf_acc a, kf_acc b) { return (a > b || a != a) ? a : b; }
 KF_INLINE float kfr_pow(float x, float y) { return powf(x, y); }
 KF_INLINE double kfr_pow(double x, double y) { return pow(x, y); }
-/* max/min that propagate NaN, as torch.amax does */
-KF_INLINE float kfr_max(float a, float b) { return (a != a || a > b) ? a : b; }
-KF_INLINE float kfr_min(float a, float b) { return (a != a || a < b) ? a : b; }
+/* max/min that propagate NaN, as torch.amax does. The comparison with b comes first here and in the arg-extremes'
+   steps below: a NaN test of the state first let nvcc load each element only while the state was not NaN, each load
+   then waiting on the one before (argmax over a middle dim at 0.84x eager, whatever the blocks in flight). */
+KF_INLINE float kfr_max(float a, float b) { return (a > b || a != a) ? a : b; }
+KF_INLINE float kfr_min(float a, float b) { return (a < b || a != a) ? a : b; }
 /* (m, i) takes (v, j) when v is larger, or equal with a smaller index; the first NaN wins (torch.argmax) */
 KF_INLINE void kfr_argmax_step(float& m, int64_t& i, float v, int64_t j) {
   const bool take = (v != v) ? (m == m || j < i) : (m == m && (v > m || (v == m && j < i)));
@@ -136,10 +138,10 @@ KF_INLINE void kfr_argmin_step(float& m, int64_t& i, float v, int64_t j) {
    it has, so no index comparison. A row of -inf (+inf for argmin) never takes one: KFR_ARG_INDEX reads that
    state's INT64_MAX as 0, the first index, as PyTorch answers. */
 KF_INLINE void kfr_argmax_next(float& m, int64_t& i, float v, int64_t j) {
-  if (m == m && (v > m || v != v)) { m = v; i = j; }
+  if ((v > m || v != v) && m == m) { m = v; i = j; }
 }
 KF_INLINE void kfr_argmin_next(float& m, int64_t& i, float v, int64_t j) {
-  if (m == m && (v < m || v != v)) { m = v; i = j; }
+  if ((v < m || v != v) && m == m) { m = v; i = j; }
 }
 /* Four consecutive elements (indices j..j+3) at once: their extreme (NaN if any is NaN) is compared with the state
    once, and the lane is looked up only when the state changes, which after a row's first elements is rare. The
@@ -152,7 +154,7 @@ KF_INLINE int kfr_lane_of(float b, float v0, float v1, float v2, float v3) {
 KF_INLINE float kfr_lane(int k, float v0, float v1, float v2, float v3) { return k == 0 ? v0 : k == 1 ? v1 : k == 2 ? v2 : v3; }
 KF_INLINE void kfr_argmax_next4(float& m, int64_t& i, float v0, float v1, float v2, float v3, int64_t j) {
   const float b = kfr_max(kfr_max(v0, v1), kfr_max(v2, v3));
-  if (m == m && (b > m || b != b)) {
+  if ((b > m || b != b) && m == m) {
     const int k = kfr_lane_of(b, v0, v1, v2, v3);
     m = kfr_lane(k, v0, v1, v2, v3);
     i = j + k;
@@ -160,7 +162,7 @@ KF_INLINE void kfr_argmax_next4(float& m, int64_t& i, float v0, float v1, float 
 }
 KF_INLINE void kfr_argmin_next4(float& m, int64_t& i, float v0, float v1, float v2, float v3, int64_t j) {
   const float b = kfr_min(kfr_min(v0, v1), kfr_min(v2, v3));
-  if (m == m && (b < m || b != b)) {
+  if ((b < m || b != b) && m == m) {
     const int k = kfr_lane_of(b, v0, v1, v2, v3);
     m = kfr_lane(k, v0, v1, v2, v3);
     i = j + k;
