@@ -402,7 +402,8 @@ inline ConvGeom conv_geometry(const at::Tensor& x, const at::Tensor& w, int spat
     }
     TORCH_CHECK(g.in_plane < INT32_MAX && g.out_plane < INT32_MAX, "kfuse convolution: a channel plane over 2^31 elements");
     g.k_per_group = g.in_per_group * g.taps;
-    TORCH_CHECK(g.out_channels * g.k_per_group < INT32_MAX, "kfuse convolution: a weight over 2^31 elements");
+    // (the loaders' 32-bit weight offsets, a block's rows past the last channel included)
+    TORCH_CHECK((g.out_channels + 128) * g.k_per_group < INT32_MAX, "kfuse convolution: a weight over 2^31 elements");
     g.pixels = g.batch * g.out_plane;
     return g;
 }
