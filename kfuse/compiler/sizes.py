@@ -70,12 +70,8 @@ def mark_sizes(captured: Captured, moves: list[SizeMove]) -> set[tuple[str, int]
     sequence length [:, :, :512, :512]). The same model captured with a size changed tells which numbers follow
     it: those that moved. Marks them on captured's nodes (SIZES) and returns the sizes they read. A move whose
     graph is not the same ops in the same order says nothing."""
-    ops = [n for n in captured.graph.nodes if n.op == "call_function"]
-    twins = []
-    for move in moves:
-        others = [n for n in move.captured.graph.nodes if n.op == "call_function"]
-        if len(others) == len(ops) and all(a.target == b.target for a, b in zip(ops, others)):
-            twins.append((move, others))
+    ops = _calls(captured.graph)
+    twins = [(move, _calls(move.captured.graph)) for move in moves if _same_ops(move.captured, captured)]
     used = set()
     for index, node in enumerate(ops):
         lines = {}
@@ -103,7 +99,7 @@ SIZE_CAPTURES = 6
 def follow_the_sizes(captured, problem, init_inputs: list, example: list, drop_unused: bool = True) -> None:
     """The model captured again at another batch, and with each other input length that the graph writes as a
     number changed (on meta: no memory, a second or two each): the sizes that moved with them are marked to be read
-    from the inputs at run time (capture.mark_sizes). Each size is tried about halved (b // 2 + 1, the judge's other
+    from the inputs at run time (mark_sizes). Each size is tried about halved (b // 2 + 1, the judge's other
     batch), then doubled where the model refuses that (a training BatchNorm over one value per channel at batch 1).
     A size the model takes no other value of (a length a weight fixes) keeps its number."""
     users = {i.target: i for i in captured.inputs if i.kind == "user"}
@@ -127,7 +123,7 @@ def follow_the_sizes(captured, problem, init_inputs: list, example: list, drop_u
         except CaptureError:
             return None
         # (other ops at that size, a batch of one taking another path: it tells nothing, try the next size)
-        return again if _ops(again.graph) == _ops(captured.graph) else None
+        return again if _same_ops(again, captured) else None
 
     def other_sizes(length: int) -> list[int]:
         return [length // 2 + 1 if length >= 4 else length - 1, 2 * length]
@@ -168,8 +164,12 @@ def follow_the_sizes(captured, problem, init_inputs: list, example: list, drop_u
     mark_sizes(captured, moves)
 
 
-def _ops(graph: torch.fx.Graph) -> list:
-    return [n.target for n in graph.nodes if n.op == "call_function"]
+def _calls(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    return [n for n in graph.nodes if n.op == "call_function"]
+
+
+def _same_ops(a: Captured, b: Captured) -> bool:
+    return [n.target for n in _calls(a.graph)] == [n.target for n in _calls(b.graph)]
 
 
 def _ints(value) -> list[int]:
