@@ -712,28 +712,29 @@ __device__ __forceinline__ void mma_tf32(float* c, const uint32_t* a, const uint
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// Implicit GEMM on tensor cores: a block computes 64 output channels x 128 pixels; each of its 8 warps 32 x 32 as
-// 2 x 4 m16n8k8 tiles. ROUNDING TF32_OFF: 3xTF32 (fp32 accuracy), operands split into TF32 pairs as they leave
-// shared memory; TF32_TIES_AWAY or TF32_TIES_EVEN: plain TF32 (PyTorch's default precision for convolutions), one
-// product per tile, operands rounded so.
-template <int ROUNDING, bool TRANSPOSED, class Epilogue>
+// Implicit GEMM on tensor cores: a block computes BM (64 or 128) output channels x 128 pixels; each of its 8 warps
+// BM/2 x 32 as BM/32 x 4 m16n8k8 tiles. ROUNDING TF32_OFF: 3xTF32 (fp32 accuracy), operands split into TF32 pairs as
+// they leave shared memory; TF32_TIES_AWAY or TF32_TIES_EVEN: plain TF32 (PyTorch's default precision for
+// convolutions), one product per tile, operands rounded so. BM 128 (groups of more than 96 output channels) gathers
+// each input column once for 128 channels instead of twice, and reads each B fragment for 4 products, not 2.
+template <int BM, int ROUNDING, bool TRANSPOSED, class Epilogue>
 __global__ void __launch_bounds__(CONV_THREADS, 2)
 conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g, const Epilogue epi,
               float* __restrict__ out) {
-    constexpr int BM = 64, BN = 128, BK = 16;
+    constexpr int BN = 128, BK = 16, MI = BM / 32;
     __shared__ __align__(16) float As[2][BK][BM + CONV_PAD];
     __shared__ __align__(16) float Bs[2][BK][BN + CONV_PAD];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int gr = lane >> 2, tq = lane & 3;                 // the mma fragments' row group and quad index
-    const int wm = (warp & 1) * 32, wn = (warp >> 1) * 32;   // the warp's corner in the block tile
+    const int wm = (warp & 1) * (BM / 2), wn = (warp >> 1) * 32;  // the warp's corner in the block tile
     const int64_t m_tiles = (g.out_per_group + BM - 1) / BM;
     const int64_t group = blockIdx.y / m_tiles, m0 = (blockIdx.y % m_tiles) * BM;
     const int64_t p0 = (int64_t)blockIdx.x * BN, K = g.k_per_group;
     ConvTileLoader<BM, BN, BK, TRANSPOSED> tile(x, w, g, group, m0, p0);
 
-    float acc[2][4][4];
+    float acc[MI][4][4];
     #pragma unroll
-    for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < MI; ++i)
         #pragma unroll
         for (int j = 0; j < 4; ++j)
             #pragma unroll
@@ -748,20 +749,9 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
         if (more) tile.gather(g);  // in flight during the MMAs below
         #pragma unroll
         for (int ks = 0; ks < BK; ks += 8) {
-            uint32_t a_big[2][4], a_small[2][4], b_big[4][2], b_small[4][2];
+            uint32_t b_big[4][2], b_small[4][2];
             // A (row-major 16x8): (gr, tq), (gr+8, tq), (gr, tq+4), (gr+8, tq+4); B (column-major 8x8): (tq, gr),
-            // (tq+4, gr)
-            #pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                const int m = wm + i * 16 + gr;
-                const float a[4] = {As[buf][ks + tq][m], As[buf][ks + tq][m + 8], As[buf][ks + tq + 4][m],
-                                    As[buf][ks + tq + 4][m + 8]};
-                #pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    if constexpr (ROUNDING == TF32_OFF) split_tf32(a[r], a_big[i][r], a_small[i][r]);
-                    else a_big[i][r] = __float_as_uint(a[r]);  // (rounded when staged)
-                }
-            }
+            // (tq+4, gr). The B fragments first, then one A fragment at a time (fewer registers live).
             #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 const int n = wn + j * 8 + gr;
@@ -769,19 +759,29 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
                 #pragma unroll
                 for (int r = 0; r < 2; ++r) {
                     if constexpr (ROUNDING == TF32_OFF) split_tf32(b[r], b_big[j][r], b_small[j][r]);
-                    else b_big[j][r] = __float_as_uint(b[r]);
+                    else b_big[j][r] = __float_as_uint(b[r]);  // (rounded when staged)
                 }
             }
             #pragma unroll
-            for (int i = 0; i < 2; ++i)
+            for (int i = 0; i < MI; ++i) {
+                const int m = wm + i * 16 + gr;
+                const float a[4] = {As[buf][ks + tq][m], As[buf][ks + tq][m + 8], As[buf][ks + tq + 4][m],
+                                    As[buf][ks + tq + 4][m + 8]};
+                uint32_t a_big[4], a_small[4];
+                #pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    if constexpr (ROUNDING == TF32_OFF) split_tf32(a[r], a_big[r], a_small[r]);
+                    else a_big[r] = __float_as_uint(a[r]);
+                }
                 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                     if constexpr (ROUNDING == TF32_OFF) {
-                        mma_tf32(acc[i][j], a_small[i], b_big[j]);
-                        mma_tf32(acc[i][j], a_big[i], b_small[j]);
+                        mma_tf32(acc[i][j], a_small, b_big[j]);
+                        mma_tf32(acc[i][j], a_big, b_small[j]);
                     }
-                    mma_tf32(acc[i][j], a_big[i], b_big[j]);
+                    mma_tf32(acc[i][j], a_big, b_big[j]);
                 }
+            }
         }
         if (more) tile.template stage<ROUNDING>(As[buf ^ 1], Bs[buf ^ 1]);
         __syncthreads();
@@ -789,7 +789,7 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
     }
     // C fragment: (gr, 2tq), (gr, 2tq+1), (gr+8, 2tq), (gr+8, 2tq+1): runs of 2 adjacent pixels
     #pragma unroll
-    for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < MI; ++i)
         #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int64_t co = m0 + wm + i * 16 + gr + half * 8;
@@ -1428,8 +1428,9 @@ bool conv2d_depthwise_forward(const float* x, const float* w, const ConvGeom& g,
 // the direct kernel for tiny groups (and for more channel tiles than a grid's y dimension holds). ROUNDING other
 // than TF32_OFF, with tf32 (PyTorch allows TF32 convolutions now): groups of more than 16 output channels take the
 // TF32 tensor-core kernel, operands rounded so (with 17-32 channels half its 64 rows idle, still fewer instructions
-// than the FFMA kernel's).
-template <bool TRANSPOSED, int ROUNDING, class Epilogue>
+// than the FFMA kernel's), TC_ROWS output channels per block (conv_tc_rows: the group's channels, fixed by the weight,
+// choose it when the file is planned).
+template <bool TRANSPOSED, int ROUNDING, int TC_ROWS, class Epilogue>
 void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out, bool tf32,
                   int sms, cudaStream_t stream) {
 #if defined(KF_CONV_DEPTHWISE)
@@ -1444,7 +1445,8 @@ void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilo
         conv_direct<TRANSPOSED, Epilogue><<<blocks, 256, 0, stream>>>(x, w, g, epi, out);
         return;
     }
-    const dim3 tc_grid((unsigned)((g.pixels + 127) / 128), (unsigned)(g.groups * ((g.out_per_group + 63) / 64)));
+    const dim3 tc_grid((unsigned)((g.pixels + 127) / 128),
+                       (unsigned)(g.groups * ((g.out_per_group + TC_ROWS - 1) / TC_ROWS)));
     if constexpr (ROUNDING != TF32_OFF) {
 #if defined(KF_CONV_POINTWISE_TC)
         if constexpr (!TRANSPOSED) {
@@ -1459,13 +1461,13 @@ void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilo
         }
 #endif
         if (tf32 && g.out_per_group > 16 && tc_grid.y <= 65535) {
-            conv_igemm_tc<ROUNDING, TRANSPOSED, Epilogue><<<tc_grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
+            conv_igemm_tc<TC_ROWS, ROUNDING, TRANSPOSED, Epilogue><<<tc_grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
             return;
         }
     }
     if constexpr (CONV_TENSOR_CORES) {
         if (g.out_per_group > 32) {
-            conv_igemm_tc<TF32_OFF, TRANSPOSED, Epilogue><<<tc_grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
+            conv_igemm_tc<TC_ROWS, TF32_OFF, TRANSPOSED, Epilogue><<<tc_grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
             return;
         }
     }
@@ -1501,6 +1503,14 @@ def conv_cuda_templates(pointwise: bool, small_filter: bool, depthwise: bool) ->
 
 # ConvKernel.tf32 -> kf::conv_forward's ROUNDING
 TF32_ROUNDING = {None: "kf::TF32_OFF", "rna": "kf::TF32_TIES_AWAY", "rne": "kf::TF32_TIES_EVEN"}
+
+def conv_tc_rows(kernel: ConvKernel) -> int:
+    """Output channels per block of kf::conv_igemm_tc: 128 for groups of more than 96 (each input column gathered
+    once for all of them), else 64. The weight fixes the group's channels, so the plan picks one instantiation."""
+    weight = kernel.conv.args[1].meta["val"].shape
+    per_group = weight[1] if kernel.transposed else weight[0] // kernel.groups
+    return 128 if per_group > 96 else 64
+
 
 # Below this many output channels per group the direct kernel runs (a GEMM tile of 16 would idle its rows).
 CONV_DIRECT_BELOW = 8
@@ -1635,7 +1645,8 @@ def _launcher(kernel: ConvKernel, target: str) -> str:
     if target == "cuda":
         signature = (f"void {kernel.name}_launch(const float* x, const float* w, const kf::ConvGeom& g, "
                      f"const kf::ConvOperand* o, float* out, bool tf32, int sms, cudaStream_t stream)")
-        call = f"    kf::conv_forward<{transposed}, {TF32_ROUNDING[kernel.tf32]}>(x, w, g, epi, out, tf32, sms, stream);\n"
+        call = (f"    kf::conv_forward<{transposed}, {TF32_ROUNDING[kernel.tf32]}, {conv_tc_rows(kernel)}>"
+                f"(x, w, g, epi, out, tf32, sms, stream);\n")
         if kernel.small_filter is not None:  # the model's filter: the direct kernel; another: the general one
             call = (f"    if (kf::conv2d_small_filter_forward<{kernel.small_filter.template_arguments}>"
                     f"(x, w, g, epi, out, sms, stream)) return;\n" + call)
