@@ -78,9 +78,12 @@ def test_the_sizes_that_follow_the_batch_are_those_a_second_capture_moves():
     again = capture(Heads(), [torch.empty(3, 6, 8, device=meta)])
     assert mark_sizes(first, [SizeMove(("x", 0), 4, 3, again)]) == {("x", 0)}
     marked = {n.name: n.meta[SIZES] for n in first.graph.nodes if SIZES in n.meta}
-    # the head count equals the batch here, and stays a number: only what moved with it follows it
+    # the head count equals the batch here, and stays a number: only what moved with it follows it. b * 4 is read
+    # from the operand it merges (transpose's first two dims); reshape_2's b is no run of its operand's dims
+    # (b * 4, c // 4): it is read from the input
     batch = (("x", 0),)
-    assert marked == {"reshape": {(1, 0): SizeExpr(1, batch)}, "reshape_1": {(1, 0): SizeExpr(4, batch)},
+    assert marked == {"reshape": {(1, 0): SizeExpr(1, batch)},
+                      "reshape_1": {(1, 0): SizeExpr(1, (("transpose", 0), ("transpose", 1)))},
                       "reshape_2": {(1, 0): SizeExpr(1, batch)}}
     different = capture(nn.Flatten(), [torch.empty(4, 6, 8, device=meta)])
     fresh = capture(Heads(), [torch.empty(4, 6, 8, device=meta)])
@@ -107,16 +110,21 @@ def test_sizes_other_than_the_batch_follow_the_captures_that_move_them():
     moves = [SizeMove(("x", 0), 4, 3, capture(Masked().to(meta), [torch.empty(3, 6, 8, device=meta)])),
              SizeMove(("x", 1), 6, 4, capture(Masked().to(meta), [torch.empty(4, 4, 8, device=meta)]))]
     assert mark_sizes(first, moves) == {("x", 0), ("x", 1)}
-    exprs = {expr for n in first.graph.nodes for expr in n.meta.get(SIZES, {}).values()}
+    marked = {n.name: set(n.meta[SIZES].values()) for n in first.graph.nodes if SIZES in n.meta}
     b, t = ("x", 0), ("x", 1)
-    # view(b, t, ...), the mask's slices to t, and reshape(b * t, 2 * t): a product where both moved it
-    assert exprs == {SizeExpr(1, (b,)), SizeExpr(1, (t,)), SizeExpr(2, (t,)), SizeExpr(1, (b, t))}
+    # view(b, t, ...); the mask sliced to t, its second slice to the first's length; reshape(b * t, 2 * t): b * t a
+    # product of the inputs' sizes (no run of its operand's dims), 2 * t its operand's heads times length
+    assert marked == {"view": {SizeExpr(1, (b,)), SizeExpr(1, (t,))}, "view_1": {SizeExpr(1, (b,)), SizeExpr(1, (t,))},
+                      "slice_1": {SizeExpr(1, (t,))}, "slice_2": {SizeExpr(1, (("slice_1", 2),))},
+                      "reshape": {SizeExpr(1, (b, t)), SizeExpr(1, (("softmax", 1), ("softmax", 2)))}}
 
 
 class Shuffle(nn.Module):
-    """ShuffleNet's channel shuffle: a view through (b, groups, c / groups, h, w), then a ReLU."""
+    """ShuffleNet's channel shuffle after a pooling (its sides a floor division of the input's, no line through
+    them): a view through (b, groups, c / groups, h, w), then a ReLU."""
 
     def forward(self, x):
+        x = torch.nn.functional.max_pool2d(x, 2)
         b, c, h, w = x.size()
         return torch.relu(x.view(b, 2, c // 2, h, w).transpose(1, 2).contiguous().view(b, -1, h, w))
 
@@ -127,11 +135,12 @@ def test_a_square_image_s_sides_each_follow_their_own_dim(tmp_path):
 
     problem = tmp_path / "shuffle.py"
     problem.write_text("import torch\nimport torch.nn as nn\n\n\n" + inspect.getsource(Shuffle).replace(
-        "class Shuffle", "class Model") + "\n\ndef get_inputs():\n    return [torch.rand(2, 4, 6, 6)]\n\n\n"
+        "class Shuffle", "class Model") + "\n\ndef get_inputs():\n    return [torch.rand(2, 4, 14, 14)]\n\n\n"
         "def get_init_inputs():\n    return []\n")
     text = optimize(problem, tmp_path / "shuffle_new.py", "cpu").path.read_text()
-    assert "{x.size(0), int64_t(2), int64_t(2), x.size(2), x.size(3)}" in text
-    assert "{x.size(0), int64_t(-1), x.size(2), x.size(3)}" in text
+    # (14 -> 7 pooled, 8 -> 4: no line through the input's sides; each read from the viewed tensor)
+    assert "{max_pool2d.size(0), int64_t(2), int64_t(2), max_pool2d.size(2), max_pool2d.size(3)}" in text
+    assert "{contiguous.size(0), int64_t(-1), contiguous.size(3), contiguous.size(4)}" in text
 
 
 class Writes(nn.Module):

@@ -234,3 +234,15 @@ def test_a_file_holds_the_reduction_helpers_it_calls():
         assert name in kept, name
     for name in ("kfr_argmin_next4(", "kfr_welford_step(", "kfr_softmax_merge(", "KFR_ARG_INDEX"):
         assert name not in kept, name
+
+
+def test_alias_ops_fuse_as_the_ops_they_name():
+    # torch.multiply, torch.clip and torch.special.expit reach the graph as aten.multiply, aten.clip and
+    # aten.special_expit: named by their ops, the chain and the batch norm after it are one kernel, no library call
+    def fn(m, x):
+        y = torch.multiply(torch.tanh(nn.functional.softplus(x)), x)
+        return torch.special.expit(torch.clip(m.bn(y), -1.0, 1.0))
+
+    kernels, library, _ = planned(fn, (4, 6, 5, 5), bn=nn.BatchNorm2d(6).eval())
+    assert library == [] and len(kernels) == 1
+    assert {"mul", "clamp", "sigmoid"} <= set(kernels[0]) and "multiply" not in kernels[0]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from kfuse.compiler.aliases import name_aliases_by_their_ops
 from kfuse.compiler.rewrite import summed_products_as_dot_products
 
 
@@ -405,6 +406,7 @@ def capture(model: torch.nn.Module, example_inputs: list, drop_no_op_moves: bool
         raise CaptureError(f"torch.export could not capture the model: {first}") from None
 
     signature = exported.graph_signature
+    name_aliases_by_their_ops(exported.graph)  # (torch.multiply is aten.mul to the planner)
     _out_of_place_on_intermediates(exported.graph)
     _drop_same_shape_broadcasts(exported.graph)
     if drop_no_op_moves:

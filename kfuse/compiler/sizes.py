@@ -65,11 +65,51 @@ def _size_expr(value: int, changed: list[tuple[SizeMove, int]]) -> SizeExpr | No
     return SizeExpr(scale, tuple(move.size for move, _ in changed))
 
 
+def _shape(value) -> tuple[int, ...] | None:
+    val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+    return tuple(int(n) for n in val.shape) if isinstance(val, torch.Tensor) else None
+
+
+def _number_at(node: torch.fx.Node, position: int, item) -> int | None:
+    value = node.args[position] if position < len(node.args) else None
+    if item is not None:
+        value = value[item] if isinstance(value, (list, tuple)) and item < len(value) else None
+    return value if type(value) is int else None
+
+
+def _operand_expr(node: torch.fx.Node, twins: list[torch.fx.Node], position: int, item) -> SizeExpr | None:
+    """The number as one of the node's own operands' dims, or a product of adjacent ones (a view merging them), in
+    this capture and every other: `x.view(b, groups, c // groups, h, w)` after a strided convolution, where h is no
+    line through the input's sizes (a floor division), but is always the operand's dim 2. Single dims first."""
+    value = _number_at(node, position, item)
+    operands = [(p, arg, _shape(arg)) for p, arg in enumerate(node.args) if _shape(arg) is not None]
+    for width in range(1, max((len(shape) for _, _, shape in operands), default=0) + 1):
+        for p, arg, shape in operands:
+            for start in range(len(shape) - width + 1):
+                dims = range(start, start + width)
+
+                def product(shape):
+                    n = 1
+                    for d in dims:
+                        n *= shape[d]
+                    return n
+
+                def holds(twin: torch.fx.Node) -> bool:
+                    other = _shape(twin.args[p]) if p < len(twin.args) else None
+                    number = _number_at(twin, position, item)
+                    return other is not None and len(other) == len(shape) and number == product(other)
+
+                if product(shape) == value and all(holds(twin) for twin in twins):
+                    return SizeExpr(1, tuple((arg.name, d) for d in dims))
+    return None
+
+
 def mark_sizes(captured: Captured, moves: list[SizeMove]) -> set[tuple[str, int]]:
     """Export writes every size as a number (`x.view(x.size(0), -1)` becomes view(10, -1), a mask sliced to the
     sequence length [:, :, :512, :512]). The same model captured with a size changed tells which numbers follow
-    it: those that moved. Marks them on captured's nodes (SIZES) and returns the sizes they read. A move whose
-    graph is not the same ops in the same order says nothing."""
+    it: those that moved. Marks them on captured's nodes (SIZES), each read from the node's own operands where it
+    is always one of their dims (or a product of adjacent ones), else from the inputs' sizes, and returns the input
+    sizes read. A move whose graph is not the same ops in the same order says nothing."""
     ops = _calls(captured.graph)
     twins = [(move, _calls(move.captured.graph)) for move in moves if _same_ops(move.captured, captured)]
     used = set()
@@ -83,10 +123,13 @@ def mark_sizes(captured: Captured, moves: list[SizeMove]) -> set[tuple[str, int]
                         if v != m:
                             moved.setdefault((item, v), []).append((move, m))
             for (item, v), changed in moved.items():
-                expr = _size_expr(v, changed)
+                expr = _operand_expr(node, [others[index] for _, others in twins], position, item)
+                if expr is None:
+                    expr = _size_expr(v, changed)
+                    if expr is not None:
+                        used.update(expr.sizes)
                 if expr is not None:
                     lines[(position, item)] = expr
-                    used.update(expr.sizes)
         if lines:
             node.meta[SIZES] = lines
     return used
@@ -146,7 +189,7 @@ def follow_the_sizes(captured, problem, init_inputs: list, example: list, drop_u
             lengths.setdefault(tensor.shape[dim], []).append((name, dim))
     tried = 0
     for length, places in lengths.items():
-        if length < 4 or not (length in written or (batch and batch * length in written)):
+        if length < 4 or not any(_may_follow(n, length) for n in written):
             continue
         found = False
         for cut_places in ([[place] for place in places] if len(places) > 1 else []) + [places]:
@@ -162,6 +205,15 @@ def follow_the_sizes(captured, problem, init_inputs: list, example: list, drop_u
                     found = True
                     break
     mark_sizes(captured, moves)
+
+
+def _may_follow(number: int, length: int) -> bool:
+    """Could a number the graph writes have come from this length: near it or a power-of-two fraction of it (a
+    length less one, a side after strided convolutions and pooling: 224 -> 56 -> 7), or a multiple of it (times the
+    batch or the channels, a view merging dims)?"""
+    if number < 2:
+        return False
+    return number % length == 0 or any(abs(number * fraction - length) <= 8 for fraction in (1, 2, 4, 8, 16, 32))
 
 
 def _calls(graph: torch.fx.Graph) -> list[torch.fx.Node]:
