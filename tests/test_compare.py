@@ -1,5 +1,7 @@
 """Output comparison: structure, KernelBench's allclose, unwritten memory and float64 precision parity."""
 
+import copy
+
 import torch
 
 from kfuse.judge.compare import compare_outputs, same_bits
@@ -69,3 +71,47 @@ def test_same_bits_sees_nan_payloads_and_signed_zero():
     a = torch.tensor([0.0, float("nan")])
     assert same_bits(a, a.clone())
     assert not same_bits(a, torch.tensor([-0.0, float("nan")]))
+
+
+def _buffers_judged(ref: float, cand: float, truth: float | None) -> list[str]:
+    """Judgement.check_buffers on one running_var of value `ref` in the reference, `cand` in the candidate and
+    `truth` in the float64 ground truth's model (None: no truth for that call)."""
+    from kfuse.judge.worker import Judgement
+
+    judgement = Judgement.__new__(Judgement)  # (no processes: check_buffers reads these two only)
+    judgement.reference = torch.nn.BatchNorm1d(1)
+    judgement.reference.running_var.fill_(ref)
+    judgement.truth_buffers = None if truth is None else {
+        name: torch.full_like(b, truth, dtype=torch.float64) if b.is_floating_point() else b.clone()
+        for name, b in judgement.reference.named_buffers() if name == "running_var"}
+    theirs = {name: b.clone() for name, b in judgement.reference.named_buffers()}
+    theirs["running_var"].fill_(cand)
+    trial = {"problems": []}
+    judgement.check_buffers(trial, theirs)
+    return trial["problems"]
+
+
+def test_running_statistics_follow_the_outputs_rule_where_the_reference_s_own_are_off():
+    # within 1e-4 of the reference's: passes, truth or not
+    assert _buffers_judged(2.0, 2.0001, None) == [] and _buffers_judged(2.0, 2.0001, 2.0) == []
+    # off by 1e-3 where the reference is exact: a wrong update, with or without a truth to ask
+    assert _buffers_judged(2.0, 2.003, 2.0) and _buffers_judged(2.0, 2.003, None)
+    # the reference's own statistic 3e-3 from the float64 truth's (a deep network's rounding in its activations):
+    # a candidate nearer the truth passes, one ten times further than the reference does not
+    assert _buffers_judged(2.006, 2.0004, 2.0) == []
+    assert _buffers_judged(2.006, 2.07, 2.0)
+
+
+def test_the_truth_s_running_statistics_go_on_from_its_own_until_both_sides_are_synchronised():
+    from kfuse.judge.worker import Judgement
+
+    judgement = Judgement.__new__(Judgement)
+    judgement.notes, judgement.truth_buffers = [], None
+    reference = torch.nn.BatchNorm1d(2)  # running_mean 0
+    x = torch.tensor([[1.0, 2.0], [3.0, 6.0]], dtype=torch.float64)
+    judgement.float64_truth(copy.deepcopy(reference), [x], seed=0)  # (the judge hands it a copy, as here)
+    first = judgement.truth_buffers["running_mean"].clone()
+    assert torch.allclose(first, torch.tensor([0.2, 0.4], dtype=torch.float64))  # 0.9 * 0 + 0.1 * batch mean
+    # the next call starts from the truth's statistics, not from the (float32) reference's, still at 0
+    judgement.float64_truth(copy.deepcopy(reference), [x], seed=0)
+    assert torch.allclose(judgement.truth_buffers["running_mean"], 0.9 * first + 0.1 * torch.tensor([2.0, 4.0]))

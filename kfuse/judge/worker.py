@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from kfuse.judge import gpulock, roofline, wire
-from kfuse.judge.compare import compare_outputs, float64_chunks, leaves, same_bits
+from kfuse.judge.compare import compare_outputs, compare_tensor, float64_chunks, leaves, same_bits
 from kfuse.judge.verdict import BUILD_STAGE, WAIT_STAGE
 from kfuse.problem import (ProblemError, apply_precision, build_reference, describe_exception, judge_inputs,
                            length_cuts, load_problem, make_inputs, release_cached_memory, rerandomise, synchronize,
@@ -154,6 +154,10 @@ class Judgement:
         self.gpu = gpulock.from_environment()  # other judges may share this GPU (kfuse bench --per-gpu)
         self.big = False                       # True: a problem too big for two judges' copies in GPU memory
         self.stateful = False                  # True: the Model's output depends on its earlier calls
+        # the float64 ground truth's buffers (running statistics) since both sides last had the reference's: each
+        # truth call goes on from them, as each side goes on from its own (a candidate nearer the truth than the
+        # reference stays nearer it, call after call); None after a call with no truth
+        self.truth_buffers: dict[str, torch.Tensor] | None = None
 
     def untimed(self):
         """A section of untimed GPU work: shared with other judges' untimed work; for a big problem, with no other
@@ -212,6 +216,7 @@ class Judgement:
         with torch.no_grad():
             self.reference(*inputs)
         synchronize(self.device)
+        self.truth_buffers = None
         del inputs
         release_cached_memory(self.device)
 
@@ -224,8 +229,16 @@ class Judgement:
                     if isinstance(value, torch.Tensor) and value.is_floating_point() \
                             and not isinstance(value, torch.nn.Parameter):
                         setattr(module, name, value.double())
+            if self.truth_buffers:  # a later call of the trial: the truth's statistics go on from its own
+                with torch.no_grad():
+                    for name, buffer in model.named_buffers():
+                        if name in self.truth_buffers:
+                            buffer.copy_(self.truth_buffers[name])
+            self.truth_buffers = None
             with torch.no_grad():
-                return model(*upcast)
+                out = model(*upcast)
+            self.truth_buffers = dict(model.named_buffers())
+            return out
         except Exception as err:  # some ops have no float64 kernel: parity is then skipped, and said so
             self.notes.append(f"no float64 ground truth ({describe_exception(err)}); precision parity not checked")
             return None
@@ -248,6 +261,7 @@ class Judgement:
         label = f"trial {index + 1}/{len(self.plan)} ({kind})" if index < len(self.plan) else TRIAL_KINDS[kind]
         if kind == "reweighted":
             rerandomise(self.reference, seed, self.scales)
+            self.truth_buffers = None  # (both sides' buffers are the reference's again)
             self.candidate.request("reweight", seed=seed)
         self.events.stage(label)
         refill_seed = seed + 10_000 if kind == "refill" else None
@@ -311,14 +325,21 @@ class Judgement:
         return None
 
     def check_buffers(self, trial: dict, theirs: dict) -> None:
-        """Buffers (BatchNorm's running statistics) must evolve as the reference's do."""
+        """Buffers (BatchNorm's running statistics) must evolve as the reference's do: within 1e-4 of the
+        reference's, or, where the reference's own buffer misses that against the float64 truth's (statistics of a
+        deep network's activations carry its rounding), about as accurate as it (the outputs' precision parity)."""
         for name, ours in self.reference.named_buffers():
             other = theirs.get(name)
             if not isinstance(other, torch.Tensor) or other.shape != ours.shape:
                 trial["problems"].append(f"buffer {name} was not reported back with its shape")
                 continue
             if ours.is_floating_point():
+                other = other.to(ours.device)
                 ok = torch.allclose(other.double(), ours.double(), rtol=1e-4, atol=1e-4, equal_nan=True)
+                truth = (self.truth_buffers or {}).get(name)
+                if not ok and truth is not None and truth.shape == ours.shape:
+                    report = compare_tensor(f"buffer {name}", other, ours, truth)
+                    ok = not report.ref_accurate and report.passed
             else:
                 ok = torch.equal(other, ours)
             if not ok:
@@ -504,9 +525,11 @@ class Judgement:
                 failed = trial
                 if not self.spec.get("all_trials"):
                     break
-        # KernelBench's rule alone, on what KernelBench would run: contiguous inputs.
+        # KernelBench's rule alone, on what KernelBench would run: contiguous inputs, the weights the problem's own
+        # construction gives. (Re-randomised weights can leave eager's own float32 output far from float64, 0.94 of
+        # an EfficientNet-B2's logits on the CPU: there precision parity decides, as item 5 of DESIGN.md section 4 says.)
         self.report["kernelbench_pass"] = all(t.get("kernelbench_pass", False) for t in self.report["trials"]
-                                              if t["kind"] != "strided")
+                                              if t["kind"] not in ("strided", "reweighted"))
         if failed:
             what = TRIAL_KINDS[failed["kind"]]
             raise Outcome("incorrect", *(f"trial {failed['trial']} ({what}): {p}" for p in failed["problems"]))
@@ -517,8 +540,7 @@ class Judgement:
         KernelBench runs a problem at its own sizes and the judge's rules are its rules (DESIGN.md section 4); other
         sizes are what a drop-in replacement owes its user (DESIGN.md section 2; kfuse's own files are held to them
         by their tests). Last, because a candidate that fails them may take its process down."""
-        if self.spec["time"]:
-            self.adopt_candidate_buffers()
+        self.adopt_candidate_buffers()
         trials = []
         for offset, kind in enumerate(("resized", "doubled")):
             try:
@@ -554,15 +576,17 @@ class Judgement:
 
 
     def adopt_candidate_buffers(self) -> None:
-        """The timed calls moved the candidate's running statistics on and not the reference's (its timing process
-        has a model of its own): the reference takes the candidate's buffers, which the trials found evolving as its
-        own, so that a later trial compares one call's update again."""
+        """Before the other sizes, the reference takes the candidate's buffers, which the trials found evolving as
+        its own, so that each later trial compares one call's update: the timed calls moved the candidate's running
+        statistics on and not the reference's (its timing process has a model of its own), and calls since the
+        last re-randomised weights let the two drift apart by their roundings."""
         theirs = self.candidate.request("buffers")["buffers"]
         with torch.no_grad():
             for name, ours in self.reference.named_buffers():
                 other = theirs.get(name)
                 if isinstance(other, torch.Tensor) and other.shape == ours.shape:
                     ours.copy_(other)
+        self.truth_buffers = None  # (both sides' buffers are the candidate's now)
 
 
 def other_batch(trials: list[dict]) -> str:
