@@ -163,3 +163,24 @@ def test_in_place_ops_on_computed_values_read_as_out_of_place():
     relu = next(n for n in graph.nodes if str(n.target) == "aten.relu.default")
     assert {str(u.target) for u in relu.users} == {"aten.add.Tensor", "aten.mul.Tensor"}
 
+
+
+def test_a_mask_sliced_to_its_whole_length_follows_the_length_too():
+    # at t = 16, the mask's own length, export writes mask[:, :, :t, :t] as an alias: a capture at another length has
+    # the slices, which the alias becomes (each to the whole dim here) so that their ends follow t
+    from kfuse.compiler.sizes import restore_full_slices
+
+    meta = torch.device("meta")
+    first = capture(Masked().to(meta), [torch.empty(4, 16, 8, device=meta)])
+    assert "aten.alias.default" in {str(n.target) for n in first.graph.nodes}
+    shorter = capture(Masked().to(meta), [torch.empty(4, 9, 8, device=meta)])
+    assert restore_full_slices(first, shorter)
+    slices = [n for n in first.graph.nodes if str(n.target) == "aten.slice.Tensor"]
+    assert [n.args[1:4] for n in slices] == [(2, 0, 16), (3, 0, 16)]
+    mark_sizes(first, [SizeMove(("x", 1), 16, 9, shorter)])
+    assert [set(n.meta[SIZES].values()) for n in slices] == [{SizeExpr(1, (("x", 1),))},
+                                                            {SizeExpr(1, ((slices[0].name, 2),))}]
+    # graphs that differ otherwise are left as they were
+    other = capture(nn.Flatten(), [torch.empty(4, 16, 8, device=meta)])
+    again = capture(Masked().to(meta), [torch.empty(4, 16, 8, device=meta)])
+    assert not restore_full_slices(again, other) and "aten.alias.default" in {str(n.target) for n in again.graph.nodes}

@@ -246,3 +246,15 @@ def test_alias_ops_fuse_as_the_ops_they_name():
     kernels, library, _ = planned(fn, (4, 6, 5, 5), bn=nn.BatchNorm2d(6).eval())
     assert library == [] and len(kernels) == 1
     assert {"mul", "clamp", "sigmoid"} <= set(kernels[0]) and "multiply" not in kernels[0]
+
+
+def test_a_dropout_that_returns_its_input_does_not_cut_the_chain_and_a_real_one_stays_eager_s():
+    # p = 0.0 (MinGPT's, AlexNet's) or outside training: eager returns the input itself, drawing no random numbers
+    kernels, library, _ = planned(lambda m, x: torch.softmax(nn.functional.dropout(x * 2.0, 0.0, True), -1) + 1.0,
+                                  (4, 33))
+    assert kernels == [["mul", "softmax", "add"]] and library == []
+    kernels, library, _ = planned(lambda m, x: nn.functional.dropout(x * 2.0, 0.3, False) + 1.0, (4, 33))
+    assert kernels == [["mul", "add"]] and library == []
+    # p > 0 in training: the Model's random mask, the same numbers drawn only by eager's own call
+    _, library, _ = planned(lambda m, x: nn.functional.dropout(x * 2.0, 0.3, True) + 1.0, (4, 33))
+    assert library == ["dropout"]

@@ -160,6 +160,25 @@ def _drop_no_op_conversions(graph: torch.fx.Graph) -> None:
             graph.erase_node(node)
 
 
+# Dropout's ops, (input, p, train): with p = 0 or outside training each returns its input itself in eager, drawing no
+# random numbers (at::dropout's own shortcut).
+DROPOUTS = {"aten.dropout.default", "aten.feature_dropout.default", "aten.alpha_dropout.default",
+            "aten.feature_alpha_dropout.default"}
+
+
+def _drop_no_op_dropouts(graph: torch.fx.Graph) -> None:
+    """A dropout that returns its input (MinGPT's and AlexNet's p = 0.0, a model in eval mode): its users read the
+    input, so a kernel chain is not cut there by a library call. A real one (p > 0 in training) stays eager's call,
+    drawing the same random numbers as the Model's."""
+    for node in list(graph.nodes):
+        if node.op != "call_function" or str(node.target) not in DROPOUTS or len(node.args) < 3:
+            continue
+        source, p, train = node.args[:3]
+        if isinstance(source, torch.fx.Node) and isinstance(p, (int, float)) and (p == 0 or train is False):
+            node.replace_all_uses_with(source)
+            graph.erase_node(node)
+
+
 def _out_of_place_on_intermediates(graph: torch.fx.Graph) -> None:
     """An in-place pointwise op on a value the graph computed (nn.ReLU(inplace=True)'s relu_, `out += identity`'s
     add_), where nothing can see the write but the readers after it, as its out-of-place op: those readers read the
@@ -407,6 +426,7 @@ def capture(model: torch.nn.Module, example_inputs: list, drop_no_op_moves: bool
 
     signature = exported.graph_signature
     name_aliases_by_their_ops(exported.graph)  # (torch.multiply is aten.mul to the planner)
+    _drop_no_op_dropouts(exported.graph)
     _out_of_place_on_intermediates(exported.graph)
     _drop_same_shape_broadcasts(exported.graph)
     if drop_no_op_moves:

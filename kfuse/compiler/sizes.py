@@ -166,7 +166,7 @@ def follow_the_sizes(captured, problem, init_inputs: list, example: list, drop_u
         except CaptureError:
             return None
         # (other ops at that size, a batch of one taking another path: it tells nothing, try the next size)
-        return again if _same_ops(again, captured) else None
+        return again if _same_ops(again, captured) or restore_full_slices(captured, again) else None
 
     def other_sizes(length: int) -> list[int]:
         return [length // 2 + 1 if length >= 4 else length - 1, 2 * length]
@@ -204,7 +204,57 @@ def follow_the_sizes(captured, problem, init_inputs: list, example: list, drop_u
                     moves.append(SizeMove(cut_places[0], length, size, again))
                     found = True
                     break
+    for move in moves:  # (a capture made before the slices were restored has the alias still)
+        if not _same_ops(move.captured, captured):
+            restore_full_slices(move.captured, captured)
     mark_sizes(captured, moves)
+
+
+def restore_full_slices(target: Captured, other: Captured) -> bool:
+    """Export writes a slice that keeps a whole dim (`mask[:, :, :T, :T]` at T = the mask's length, KernelBench's
+    attention problems at their longest sequence) as aten.alias: another length's capture has the slices. Where the
+    two graphs differ only so, target's aliases become the other's slices, each to the whole length of its dim here,
+    so that their ends are numbers that follow T (mark_sizes). Returns whether target's ops now match other's; target
+    is left as it was where they cannot."""
+    ops, theirs = _calls(target.graph), _calls(other.graph)
+    edits, i, j = [], 0, 0
+    while i < len(ops) and j < len(theirs):
+        if ops[i].target == theirs[j].target:
+            i, j = i + 1, j + 1
+            continue
+        run = j
+        while (run < len(theirs) and str(theirs[run].target) == "aten.slice.Tensor"
+               and (run == j or theirs[run].args[0] is theirs[run - 1])):
+            run += 1
+        if str(ops[i].target) != "aten.alias.default" or run == j \
+                or _position(ops[i].args[0], ops) != _position(theirs[j].args[0], theirs):
+            return False
+        edits.append((ops[i], theirs[j:run]))
+        i, j = i + 1, run
+    if i != len(ops) or j != len(theirs):
+        return False
+    graph = target.graph
+    for alias, slices in edits:
+        source = alias.args[0]
+        with graph.inserting_before(alias):
+            for twin in slices:
+                dim = twin.args[1] if len(twin.args) > 1 else 0
+                whole = source.meta["val"].shape[dim]
+                args = (source, dim, twin.args[2] if len(twin.args) > 2 else None, whole) + tuple(twin.args[4:])
+                sliced = graph.call_function(torch.ops.aten.slice.Tensor, args)
+                sliced.meta["val"] = source.meta["val"]  # (a whole slice: the same shape and strides)
+                source = sliced
+        alias.replace_all_uses_with(source)
+        graph.erase_node(alias)
+    return True
+
+
+def _position(node, calls: list[torch.fx.Node]):
+    """Where a value comes from, comparable across two captures of one model: an input's name, or the index of the
+    call that made it."""
+    if not isinstance(node, torch.fx.Node):
+        return None
+    return node.name if node.op == "placeholder" else calls.index(node) if node in calls else None
 
 
 def _may_follow(number: int, length: int) -> bool:
