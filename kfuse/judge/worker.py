@@ -229,7 +229,7 @@ class Judgement:
                     if isinstance(value, torch.Tensor) and value.is_floating_point() \
                             and not isinstance(value, torch.nn.Parameter):
                         setattr(module, name, value.double())
-            if self.truth_buffers:  # a later call of the trial: the truth's statistics go on from its own
+            if self.truth_buffers:  # (not the first call since both sides were synchronised: go on from its own)
                 with torch.no_grad():
                     for name, buffer in model.named_buffers():
                         if name in self.truth_buffers:
