@@ -748,8 +748,8 @@ _CONTIGUOUS_STATE = {("aten::lstm", "hx"), ("aten::gru", "hx"), ("aten::rnn_tanh
 
 
 def _size_following(value, lines: dict, position: int, names: dict[str, str]) -> str | None:
-    """The C++ of an argument some of whose numbers follow the inputs' sizes (capture.SIZES): those computed from
-    the inputs at run time, so that the file takes other sizes as the Model does; None: none do."""
+    """The C++ of an argument some of whose numbers follow the inputs' sizes (sizes.SIZES): those read at run time
+    from the tensors they describe, so that the file takes other sizes as the Model does; None: none do."""
     def number(item, v) -> str:
         expr = lines.get((position, item))
         if expr is None:

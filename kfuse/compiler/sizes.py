@@ -4,22 +4,25 @@ inputs at run time (docs/design.md, "Export writes every size as a number")."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from kfuse.compiler.capture import Captured, CaptureError, capture
+from kfuse.kernels.steps import tensor_meta
 from kfuse.problem import build_reference, resized_batch
 
 
 # node.meta key: {(argument position, list item or None): SizeExpr}, the numbers among a node's arguments that
-# follow the inputs' sizes, read from the inputs at run time.
+# follow the inputs' sizes, read at run time from the node's operands or from the inputs.
 SIZES = "kfuse_sizes"
 
 
 @dataclass(frozen=True)
 class SizeExpr:
-    """scale * (the product of `sizes`) + offset, each size an input's (name, dim)."""
+    """scale * (the product of `sizes`) + offset, each size a graph value's (name, dim): an input's, or an operand's
+    of the node that reads it."""
     scale: int
     sizes: tuple[tuple[str, int], ...]
     offset: int = 0
@@ -66,8 +69,8 @@ def _size_expr(value: int, changed: list[tuple[SizeMove, int]]) -> SizeExpr | No
 
 
 def _shape(value) -> tuple[int, ...] | None:
-    val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
-    return tuple(int(n) for n in val.shape) if isinstance(val, torch.Tensor) else None
+    meta = tensor_meta(value)
+    return tuple(meta.shape) if meta is not None else None
 
 
 def _number_at(node: torch.fx.Node, position: int, item) -> int | None:
@@ -83,24 +86,17 @@ def _operand_expr(node: torch.fx.Node, twins: list[torch.fx.Node], position: int
     line through the input's sizes (a floor division), but is always the operand's dim 2. Single dims first."""
     value = _number_at(node, position, item)
     operands = [(p, arg, _shape(arg)) for p, arg in enumerate(node.args) if _shape(arg) is not None]
+
+    def holds(twin: torch.fx.Node, p: int, rank: int, dims: slice) -> bool:
+        other = _shape(twin.args[p]) if p < len(twin.args) else None
+        return other is not None and len(other) == rank and _number_at(twin, position, item) == math.prod(other[dims])
+
     for width in range(1, max((len(shape) for _, _, shape in operands), default=0) + 1):
         for p, arg, shape in operands:
             for start in range(len(shape) - width + 1):
-                dims = range(start, start + width)
-
-                def product(shape):
-                    n = 1
-                    for d in dims:
-                        n *= shape[d]
-                    return n
-
-                def holds(twin: torch.fx.Node) -> bool:
-                    other = _shape(twin.args[p]) if p < len(twin.args) else None
-                    number = _number_at(twin, position, item)
-                    return other is not None and len(other) == len(shape) and number == product(other)
-
-                if product(shape) == value and all(holds(twin) for twin in twins):
-                    return SizeExpr(1, tuple((arg.name, d) for d in dims))
+                dims = slice(start, start + width)
+                if math.prod(shape[dims]) == value and all(holds(t, p, len(shape), dims) for t in twins):
+                    return SizeExpr(1, tuple((arg.name, d) for d in range(start, start + width)))
     return None
 
 
