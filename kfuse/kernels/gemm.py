@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from kfuse.kernels import choices, printing
-from kfuse.kernels.gemm_cuda import DEFAULT, GEMM_DECLS, SMALL_K, TileConfig, gemm_template
+from kfuse.kernels.gemm_cuda import DEFAULT, GEMM_DECLS, SMALL_K, TileConfig, gemm_template, skinny_tiles
 from kfuse.kernels.steps import FusedKernel, LibraryCall, mutates, short_name, tensor_meta, unique
 
 TRANSPOSES = {"aten.numpy_T.default", "aten.t.default", "aten.transpose.int", "aten.permute.default"}
@@ -151,7 +151,8 @@ def fuse_gemms(steps: list, names: dict[str, int]) -> list:
         if m == 1:
             continue  # a row vector times a matrix: cuBLAS reads the matrix once, coalesced; the tiles would not
         step = GemmStep("", node, a.name, b.name, batched, b_transposed=b_transposed,
-                        bias=bias.name if isinstance(bias, torch.fx.Node) else None, gemv=n == 1, config=config)
+                        bias=bias.name if isinstance(bias, torch.fx.Node) else None, gemv=n == 1,
+                        config=skinny_tiles(config, out.size(-2) if batched else out.numel() // max(n, 1), n))
         calls = {s.node: s for s in steps if isinstance(s, LibraryCall)}
         a_source, b_source = a, b
         if not batched and a in calls and meta_a.dim() == 2 and (src := _transpose_source(a, node)) is not None:

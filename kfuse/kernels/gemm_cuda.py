@@ -29,7 +29,7 @@ warpgroups multiply. Same three products, partial sums every two K tiles, same e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 GEMM_DECLS = r"""
 namespace kf_gemm {
@@ -1307,3 +1307,15 @@ class TileConfig:
 
 # The configuration kfuse emits (scripts/bench/gemm_3xtf32.py measured the variants; results/gemm-*.json).
 DEFAULT = TileConfig()
+
+
+def skinny_tiles(config: TileConfig, m: int, n: int) -> TileConfig:
+    """The tile for an M x N product where one side is 64 or less (at capture): the 128 x 128 tile, and the wgmma
+    kernel's square one, would spend most of their MMAs on zero rows (NetVLAD's per-batch 32 x 512, attention's
+    L x 32 head dim, a 20-class head). mma.sync tiles of 32 or 64 rows on that side instead, warp tiles kept 32 or 64
+    by 32 (16x8 MMAs, an even count of 8-wide columns for ldmatrix's x4 loads)."""
+    if min(m, n) > 64:
+        return config
+    bm = 32 if m <= 32 else 64 if m <= 64 else 128
+    bn = 32 if n <= 32 else 64 if n <= 64 else 128
+    return replace(config, bm=bm, bn=bn, warps_m=1 if bm <= 64 else 2, warps_n=bn // 32, wgmma_bn=0)
