@@ -534,8 +534,9 @@ def test_light_column_reductions_keep_eight_blocks_per_sm():
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 def test_nvcc_compiles_the_wgmma_gemm_for_sm_90a(tmp_path_factory):
-    """The seed's file as built on an sm_90 GPU: sm_90a code with the Hopper kernel (KF_SM90A), no fallback."""
-    result, text = sources("linear_scale_leaky")
+    """The seed's file as built on an sm_90 GPU: sm_90a code with the Hopper kernel (KF_SM90A), no fallback. (Both
+    sides of the product over 64: a skinnier one takes mma.sync tiles, gemm_cuda.skinny_tiles.)"""
+    result, text = sources("linear_wide_leaky")
     assert 'extra_cuda_cflags=["-O3"] + ARCH_FLAGS' in result.path.read_text()
     assert gpu_build_flags(result) == HOPPER_BUILD
     assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32" in text["CUDA_SOURCE"]
@@ -554,7 +555,7 @@ def test_a_file_planned_on_hopper_carries_a_plain_fallback_for_other_gpus(tmp_pa
     """Planned on an sm_90 GPU (wgmma runs every tiled product there, the mma.sync kernel is never built): the file
     carries kf_gemm::gemm_fallback in its place, which another GPU's build compiles, with the same launch code."""
     monkeypatch.setattr("kfuse.kernels.gemm._planned_on_hopper", lambda: True)
-    result = optimize(PROBLEMS / "linear_scale_leaky.py", tmp_path / "hopper_only.py", "cuda")
+    result = optimize(PROBLEMS / "linear_wide_leaky.py", tmp_path / "hopper_only.py", "cuda")
     tree = ast.parse(result.path.read_text())
     cuda = next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CUDA_SOURCE")
     assert "gemm_fallback" in cuda and "gemm_3xtf32<" not in cuda and "gemm_3xtf32_presplit" in cuda
@@ -753,3 +754,17 @@ def test_tf32_rounding_emulation_rounds_ties_as_named():
     x = torch.tensor([tie_down, tie_up, -tie_down, 1 + 2 ** -11 + 2 ** -20, 1 + 2 ** -11 - 2 ** -20, 1.5, -0.0])
     assert round_to_tf32(x, "rna").tolist() == [1 + 2 ** -10, 1 + 2 ** -9, -(1 + 2 ** -10), 1 + 2 ** -10, 1, 1.5, 0]
     assert round_to_tf32(x, "rne").tolist() == [1, 1 + 2 ** -9, -1, 1 + 2 ** -10, 1, 1.5, 0]
+
+
+def test_a_product_with_a_side_of_64_or_less_takes_tiles_of_that_side_not_the_wgmma_square():
+    from kfuse.kernels.gemm_cuda import DEFAULT, skinny_tiles
+
+    assert skinny_tiles(DEFAULT, 4096, 4096) == DEFAULT
+    tiles = {(m, n): skinny_tiles(DEFAULT, m, n) for m, n in ((32, 512), (204800, 48), (37, 41), (4096, 20))}
+    assert [(t.bm, t.bn, t.warps_m, t.warps_n, t.wgmma_bn) for t in tiles.values()] == [
+        (32, 128, 2, 4, 0), (128, 64, 4, 2, 0), (64, 64, 2, 4, 0), (128, 32, 4, 2, 0)]
+    # every warp tile whole 16x8 MMAs, 8 warps
+    assert all((t.bm // t.warps_m) % 16 == 0 and (t.bn // t.warps_n) % 8 == 0 and t.warps_m * t.warps_n == 8
+               for t in tiles.values())
+    _, text = sources("linear_scale_leaky")  # 37 x 53 -> 41
+    assert "kf_gemm::launch<64, 64, 64, 2, 4, 3," in text["CUDA_SOURCE"] and "wgmma.mma_async" not in text["CUDA_SOURCE"]

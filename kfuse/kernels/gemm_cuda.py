@@ -1312,10 +1312,11 @@ DEFAULT = TileConfig()
 def skinny_tiles(config: TileConfig, m: int, n: int) -> TileConfig:
     """The tile for an M x N product where one side is 64 or less (at capture): the 128 x 128 tile, and the wgmma
     kernel's square one, would spend most of their MMAs on zero rows (NetVLAD's per-batch 32 x 512, attention's
-    L x 32 head dim, a 20-class head). mma.sync tiles of 32 or 64 rows on that side instead, warp tiles kept 32 or 64
-    by 32 (16x8 MMAs, an even count of 8-wide columns for ldmatrix's x4 loads)."""
+    L x 32 head dim, a 20-class head). mma.sync tiles of 32 or 64 rows on that side instead, still 8 warps: with 4
+    (128 threads) each thread's share of the tile copies doubled and the copy loop spilled (1.5 KB, sm_90, ptxas)."""
     if min(m, n) > 64:
         return config
     bm = 32 if m <= 32 else 64 if m <= 64 else 128
     bn = 32 if n <= 32 else 64 if n <= 64 else 128
-    return replace(config, bm=bm, bn=bn, warps_m=1 if bm <= 64 else 2, warps_n=bn // 32, wgmma_bn=0)
+    warps_m = 4 if bm > bn else 2  # warp tiles of 16-32 x 8-32 (whole 16x8 MMAs)
+    return replace(config, bm=bm, bn=bn, warps_m=warps_m, warps_n=8 // warps_m, wgmma_bn=0)
