@@ -14,7 +14,7 @@ the host microseconds of the call alone:
              2026-11-23: the dispatcher boxes the arguments);
 - eager:     ModelNew whose forward is `a + b` (torch's own kernel; the control).
 With --check, `kfuse check` judges each file (seed 0, no torch.compile) so the verdicts can be set beside the loop's.
-Writes DIR/host-variants.json and DIR/host-variants.txt. Honours KFUSE_GPU_LOCK (kfuse.judge.gpulock) like the judge.
+Writes DIR/host-variants.json and DIR/host-variants.txt. Honours KFUSE_GPU_LOCK (kfuse.gpulock) like the judge.
 """
 
 import argparse
@@ -31,7 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kfuse.compiler.optimize import optimize  # noqa: E402
-from kfuse.judge import gpulock  # noqa: E402
+from kfuse import gpulock  # noqa: E402
 from kfuse.problem import L2Flush, load_problem, make_inputs, time_one_call  # noqa: E402
 
 PROBLEM = "suite/level1/74_add_1x128.py"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `kfuse tune` over several problems on one GPU in one device call: JOBS tunes at a time, their builds and
-# correctness trials overlapping, their timed rounds one at a time (kfuse.judge.gpulock, as `kfuse bench --per-gpu`).
+# correctness trials overlapping, their timed rounds one at a time (kfuse.gpulock, as `kfuse bench --per-gpu`).
 #
 #   scripts/gpu_tune.sh JOBS PROBLEM.py [PROBLEM.py ...]     (on the device, from the repo root)
 #

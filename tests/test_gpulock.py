@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from kfuse.judge.gpulock import GpuLock, NoLock, from_environment
+from kfuse.gpulock import GpuLock, NoLock, from_environment
 
 HOLDER = """
 import sys, time
-from kfuse.judge.gpulock import GpuLock
+from kfuse.gpulock import GpuLock
 path, mode, seconds, log = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 lock = GpuLock(path, sole=mode == "sole")
 with (lock.shared() if mode == "sole" else getattr(lock, mode)()):

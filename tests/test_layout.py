@@ -13,7 +13,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "kfuse"
 
 # Each layer, with the layers it may import (besides itself). The top (cli, tune, backend, __main__) may import anything.
-BASE = {"kfuse", "kfuse.errors", "kfuse.extract", "kfuse.loader", "kfuse.problem"}  # what every layer reads
+BASE = {"kfuse", "kfuse.errors", "kfuse.extract", "kfuse.gpulock", "kfuse.loader", "kfuse.problem"}  # what every layer reads
 TOP = {"kfuse.__main__", "kfuse.backend", "kfuse.cli", "kfuse.tune"}
 MAY_IMPORT = {
     "base": {"base"},

@@ -26,7 +26,7 @@ def test_choices_apply_inside_the_block_only():
 def test_each_distinct_plan_is_one_variant(tmp_path):
     # CUDA files are only written here (nothing is built): the GEMM seed has three plans (kfuse's template with
     # its Hopper kernel, mma.sync only, cuBLAS with the epilogue after it); the other choices change nothing
-    gemm = emit_variants(PROBLEMS / "linear_scale_leaky.py", tmp_path / "gemm", "cuda", "fp32")
+    gemm = emit_variants(PROBLEMS / "linear_wide_leaky.py", tmp_path / "gemm", "cuda", "fp32")
     assert [v.choices[0].label() for v in gemm] == ["default", "gemm_kernels=False", "gemm_wgmma=False"]
     assert sum(len(v.choices) for v in gemm) == len(choices.ALTERNATIVES)
     assert [k["name"] for k in gemm[1].kernels] == ["fused_mul_leaky_relu"]  # the epilogue after cuBLAS

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Callable
 
 from kfuse import __version__
-from kfuse.judge import gpulock, zygote
+from kfuse import gpulock
+from kfuse.judge import zygote
 from kfuse.errors import UsageError
 from kfuse.judge.verdict import kill_session
 from kfuse.loader import top_level_names
@@ -52,7 +53,7 @@ class BenchOptions:
     out: Path = Path("bench-out")
     candidates: Path | None = None        # None: optimize every problem
     workers: int | None = None            # None: every visible GPU (cuda), 1 (cpu)
-    per_gpu: int = 1                      # jobs sharing each GPU (their timing still runs alone: kfuse.judge.gpulock)
+    per_gpu: int = 1                      # jobs sharing each GPU (their timing still runs alone: kfuse.gpulock)
     ray: str | None = None                # None, "local", or a cluster address
     timeout: float = 300.0                # per problem, for the judge (build included) and again for optimize
     time: bool = True
@@ -820,7 +821,7 @@ def visible_gpus() -> list[str]:
 
 def worker_slots(options: BenchOptions) -> list[dict]:
     """The environment of each local worker: one GPU each on the CUDA target, or `per_gpu` workers per GPU
-    that share one lock file, so that each one's timing has the GPU to itself (kfuse.judge.gpulock)."""
+    that share one lock file, so that each one's timing has the GPU to itself (kfuse.gpulock)."""
     if options.workers is not None and options.workers < 1:
         raise UsageError(f"--workers must be at least 1 (got {options.workers})")
     if options.per_gpu < 1:
@@ -870,7 +871,7 @@ class LocalRunner:
     GiB problems take the GPU one at a time: 36 of 115 verdicts in 24 minutes, 2026-11-26).
 
     A job that runs out of GPU memory all the same, beside other judges, is judged once more at once, next in line,
-    with its GPU to itself (and its GPU sections exclusive, kfuse.judge.gpulock `sole`): the verdict then says what the
+    with its GPU to itself (and its GPU sections exclusive, kfuse.gpulock `sole`): the verdict then says what the
     problem and candidate need, not what the neighbours held."""
 
     def __init__(self, slots: list[dict], gpu_bytes: int | None = None):

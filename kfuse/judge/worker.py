@@ -21,7 +21,8 @@ from pathlib import Path
 
 import torch
 
-from kfuse.judge import gpulock, roofline, wire
+from kfuse import gpulock
+from kfuse.judge import roofline, wire
 from kfuse.judge.compare import compare_outputs, compare_tensor, float64_chunks, leaves, same_bits
 from kfuse.judge.verdict import BUILD_STAGE, WAIT_STAGE
 from kfuse.problem import (ProblemError, apply_precision, build_reference, describe_exception, judge_inputs,
@@ -161,7 +162,7 @@ class Judgement:
 
     def untimed(self):
         """A section of untimed GPU work: shared with other judges' untimed work; for a big problem, with no other
-        big problem's (kfuse.judge.gpulock, `big`)."""
+        big problem's (kfuse.gpulock, `big`)."""
         return self.gpu.big() if self.big else self.gpu.shared()
 
     def too_big_to_share(self) -> bool:

@@ -39,6 +39,7 @@ import math
 
 import torch
 
+from kfuse import gpulock
 from kfuse.kernels.steps import boxed_arguments
 
 PROBE_BYTES = 1 << 30
@@ -192,7 +193,12 @@ def _layout_medians(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool,
     calls = {"nchw": lambda: op(x, w, b, *rest),
              "channels_last": lambda: op(x.contiguous(memory_format=layout), w_last, b, *rest)}
     times = {name: [] for name in calls}
-    with torch.no_grad():
+    # Under `kfuse bench --per-gpu N` other judges run on this GPU meanwhile: timed beside them, the two layouts'
+    # medians swapped order from run to run (2_ConvTranspose2d_BiasAdd: NCHW chosen in a bench at 5.35 ms, channels-
+    # last in an A/B on the same H200 at 3.15, 2026-11-27). The timing lock gives the probe the GPU as a judge's
+    # timing has it.
+    lock = gpulock.from_environment()
+    with torch.no_grad(), lock.exclusive():
         for call in calls.values():  # (cuDNN picks its algorithm on the first call)
             call()
         for _ in range(LAYOUT_ROUNDS):
@@ -203,6 +209,7 @@ def _layout_medians(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool,
                 end.record()
                 end.synchronize()
                 times[name].append(start.elapsed_time(end))
+    lock.close()
     return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
 
 
