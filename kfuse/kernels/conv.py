@@ -802,6 +802,32 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
 }
 
 #if defined(KF_CONV_POINTWISE_TC)  // (its copies: kf_gemm::copy_async, gemm_cuda.ASYNC_COPY)
+// Stores a pointwise tile's C fragments, (gr, 2tq), (gr, 2tq+1), (gr+8, 2tq), (gr+8, 2tq+1) of each m16n8 tile: runs of
+// 2 adjacent pixels of image n. conv_pointwise_ok's planes hold a multiple of 4 pixels, so a run starting at an even
+// pixel stays in its row and lands 8-byte aligned: a float2 store at an address read off (n, c, s) directly, where
+// conv_store's 64-bit division by the plane cost more instructions than the tile's MMAs (ncu, 2026-11-27).
+template <int MI, class Epilogue>
+__device__ __forceinline__ void pointwise_store(float* __restrict__ out, const ConvGeom& g, const Epilogue& epi,
+                                                const float (&acc)[MI][4][4], int64_t n, int64_t s0, int64_t group,
+                                                int64_t m0, int wm, int wn, int gr, int tq) {
+    #pragma unroll
+    for (int i = 0; i < MI; ++i)
+        #pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int64_t co = m0 + wm + i * 16 + gr + half * 8;
+            if (co >= g.out_per_group) continue;
+            const int64_t c = group * g.out_per_group + co;
+            float* const row = out + (n * g.out_channels + c) * g.out_plane;
+            #pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int64_t s = s0 + wn + j * 8 + 2 * tq;
+                if (s < g.out_plane)
+                    *reinterpret_cast<float2*>(row + s) = make_float2(epi(acc[i][j][half * 2], n, c, s, g),
+                                                                      epi(acc[i][j][half * 2 + 1], n, c, s + 1, g));
+            }
+        }
+}
+
 // A 1x1 convolution (stride 1, no padding or dilation) is a GEMM per image: out[n, co, s] = sum_ci w[co, ci] x[n, ci, s].
 // conv_igemm_tc's TF32 product, operands rounded alike and summed in the same order (the same bits), without its
 // im2col gather: both tiles are copied to shared memory 16 bytes at a time (cp.async), the next K tile in flight
@@ -886,29 +912,140 @@ conv_pointwise_tc(const float* __restrict__ x, const float* __restrict__ w, cons
         }
         __syncthreads();
     }
-    // C fragment: (gr, 2tq), (gr, 2tq+1), (gr+8, 2tq), (gr+8, 2tq+1): runs of 2 adjacent pixels of image n
-    #pragma unroll
-    for (int i = 0; i < MI; ++i)
+    pointwise_store(out, g, epi, acc, n, s0, group, m0, wm, wn, gr, tq);
+}
+
+// The same product where the group's weights are short (K = input channels per group, up to 64 at 128 output
+// channels): memory-bound, each image's pixels read once and the output written once, so what matters is keeping
+// bytes in flight. conv_pointwise_tc waits on a copy at each of its few K steps and copies the weights again for
+// every 128 pixels (level1/87_conv_pointwise_2D, 64 -> 128 channels: 8.2 ms where 12.9 GB at the H200's 4.8 TB/s
+// take 2.7). Here a block copies its BM x K weights to shared memory once, rounds them once, and walks pixel tiles
+// (blockIdx.x, then every gridDim.x-th), the next tile's copy in flight while this one is multiplied and stored:
+// 4.1 ms (results/ab-H200-2026-11-27-g). Operands rounded and summed in conv_pointwise_tc's order: the same bits.
+template <int BM, int ROUNDING, class Epilogue>
+__global__ void __launch_bounds__(CONV_THREADS, 2)
+conv_pointwise_resident(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g,
+                        const Epilogue epi, float* __restrict__ out, int kp) {
+    constexpr int BN = 128, XP = BN + CONV_PAD, MI = BM / 32;
+    extern __shared__ __align__(16) float smem[];
+    const int wp = kp + 4;                          // pitch = 4 mod 8: conflict-free A fragment reads
+    float* const Ws = smem;                         // [BM][kp + 4], k past K zero
+    float* const Xs = smem + BM * wp;               // [2][kp][BN + CONV_PAD]
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int gr = lane >> 2, tq = lane & 3;
+    const int wm = (warp & 1) * (BM / 2), wn = (warp >> 1) * 32;
+    const int64_t plane_tiles = (g.out_plane + BN - 1) / BN, tiles = g.batch * plane_tiles;
+    const int64_t m_tiles = (g.out_per_group + BM - 1) / BM;
+    const int64_t group = blockIdx.y / m_tiles, m0 = blockIdx.y % m_tiles * BM;
+    const int64_t K = g.in_per_group;
+    const float* wg = w + (group * g.out_per_group + m0) * K;
+
+    for (int c = threadIdx.x; c < BM * (kp / 4); c += CONV_THREADS) {
+        const int m = c / (kp / 4), kc = c % (kp / 4) * 4;
+        const bool ok = m0 + m < g.out_per_group && kc < K;
+        kf_gemm::copy_async<16>(Ws + m * wp + kc, ok ? wg + m * K + kc : w, ok);
+    }
+    auto load = [&](int buf, int64_t tile) {
+        if (tile >= tiles) return;
+        const int64_t n = tile / plane_tiles, s0 = tile % plane_tiles * BN;
+        const float* xg = x + (n * g.in_channels + group * g.in_per_group) * g.in_plane + s0;
+        float* const dst = Xs + buf * kp * XP;
+        for (int c = threadIdx.x; c < kp * (BN / 4); c += CONV_THREADS) {
+            const int k = c / (BN / 4), sc = c % (BN / 4) * 4;
+            const bool ok = k < K && s0 + sc < g.in_plane;
+            kf_gemm::copy_async<16>(dst + k * XP + sc, ok ? xg + k * g.in_plane + sc : x, ok);
+        }
+    };
+    // a commit group per tile, empty past the last: wait_group 1 then always means "this tile's copy has landed"
+    load(0, blockIdx.x);
+    kf_gemm::copy_commit();
+    load(1, blockIdx.x + gridDim.x);
+    kf_gemm::copy_commit();
+    // the weights rounded once, here, not at each of the block's hundreds of tiles
+    kf_gemm::copy_wait<1>();
+    __syncthreads();
+    for (int e = threadIdx.x; e < BM * wp; e += CONV_THREADS) Ws[e] = rounded<ROUNDING>(Ws[e]);
+    int buf = 0;
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, buf ^= 1) {
+        kf_gemm::copy_wait<1>();
+        __syncthreads();
+        const float* const xs = Xs + buf * kp * XP;
+        float acc[MI][4][4];
         #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int64_t co = m0 + wm + i * 16 + gr + half * 8;
-            if (co >= g.out_per_group) continue;
-            const int64_t c = group * g.out_per_group + co;
+        for (int i = 0; i < MI; ++i)
+            #pragma unroll
+            for (int j = 0; j < 4; ++j)
+                #pragma unroll
+                for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0f;
+        for (int ks = 0; ks < kp; ks += 8) {
+            uint32_t a[MI][4], b[4][2];
+            #pragma unroll
+            for (int i = 0; i < MI; ++i) {
+                const float* const row = Ws + (wm + i * 16 + gr) * wp + ks + tq;  // (rounded above)
+                a[i][0] = __float_as_uint(row[0]);
+                a[i][1] = __float_as_uint(row[8 * wp]);
+                a[i][2] = __float_as_uint(row[4]);
+                a[i][3] = __float_as_uint(row[8 * wp + 4]);
+            }
             #pragma unroll
             for (int j = 0; j < 4; ++j) {
-                const int64_t s = s0 + wn + j * 8 + 2 * tq;
-                if (s < g.out_plane) conv_store<2>(out, g, epi, &acc[i][j][half * 2], n * g.out_plane + s, c);
+                const float* const col = xs + (ks + tq) * XP + wn + j * 8 + gr;
+                b[j][0] = to_tf32<ROUNDING>(col[0]);
+                b[j][1] = to_tf32<ROUNDING>(col[4 * XP]);
             }
+            #pragma unroll
+            for (int i = 0; i < MI; ++i)
+                #pragma unroll
+                for (int j = 0; j < 4; ++j) mma_tf32(acc[i][j], a[i], b[j]);
         }
+        __syncthreads();  // every warp is done with this buffer: refill it, then store while the copy runs
+        load(buf, tile + 2 * (int64_t)gridDim.x);
+        kf_gemm::copy_commit();
+        pointwise_store(out, g, epi, acc, tile / plane_tiles, tile % plane_tiles * BN, group, m0, wm, wn, gr, tq);
+    }
+    kf_gemm::copy_wait<0>();  // (no copy outlives the block)
+}
+
+// conv_pointwise_resident's shared memory for BM rows and K padded to kp (a multiple of 8); it takes a convolution
+// where this stays within POINTWISE_RESIDENT_MAX_SMEM (two blocks per SM on an H100).
+constexpr int POINTWISE_RESIDENT_MAX_SMEM = 110 * 1024;
+inline int pointwise_resident_smem(int bm, int64_t kp) {
+    return (int)(4 * (bm * (kp + 4) + 2 * kp * (128 + CONV_PAD)));
+}
+
+// Launches conv_pointwise_resident where its weights and two input tiles fit (false: they do not, or the
+// shared-memory opt-in failed). Two blocks per SM in all, split over the channel tiles.
+template <int BM, int ROUNDING, class Epilogue>
+static bool conv_pointwise_resident_launch(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out,
+                                    int sms, cudaStream_t stream) {
+    const int64_t kp = (g.in_per_group + 7) / 8 * 8;
+    const int smem = pointwise_resident_smem(BM, kp);
+    if (smem > POINTWISE_RESIDENT_MAX_SMEM) return false;
+    const auto kernel = conv_pointwise_resident<BM, ROUNDING, Epilogue>;
+    static bool configured[256] = {};  // per device, per extension (conv2d_small_filter_forward says why)
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || device >= 256) return false;
+    if (!configured[device]) {
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, POINTWISE_RESIDENT_MAX_SMEM)
+            != cudaSuccess)
+            return false;
+        configured[device] = true;
+    }
+    const int64_t channel_tiles = g.groups * ((g.out_per_group + BM - 1) / BM);
+    const int64_t tiles = g.batch * ((g.out_plane + 127) / 128);
+    const int64_t columns = std::max<int64_t>(1, std::min<int64_t>(tiles, (2 * (int64_t)sms + channel_tiles - 1) / channel_tiles));
+    kernel<<<dim3((unsigned)columns, (unsigned)channel_tiles), CONV_THREADS, smem, stream>>>(x, w, g, epi, out, (int)kp);
+    return true;
 }
 
 // Whether conv_pointwise_tc takes this convolution: 1x1 taps, stride 1, no padding or dilation, not transposed,
-// and every row it copies a 16-byte multiple at a 16-byte aligned address.
-inline bool conv_pointwise_ok(const float* x, const float* w, const ConvGeom& g) {
+// every row it copies a 16-byte multiple at a 16-byte aligned address, and the output 8-byte aligned (its stores).
+inline bool conv_pointwise_ok(const float* x, const float* w, const float* out, const ConvGeom& g) {
     bool one = g.taps == 1;
     for (int d = 0; d < 3; ++d) one = one && g.stride[d] == 1 && g.padding[d] == 0;
     return one && g.in_plane == g.out_plane && g.in_plane % 4 == 0 && g.in_per_group % 4 == 0
-           && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+           && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0
+           && reinterpret_cast<uintptr_t>(out) % 8 == 0;
 }
 #endif  // KF_CONV_POINTWISE_TC
 
@@ -1453,7 +1590,10 @@ void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilo
             const int64_t rows = g.out_per_group > 64 ? 128 : 64;
             const dim3 grid((unsigned)(g.batch * ((g.out_plane + 127) / 128)),
                             (unsigned)(g.groups * ((g.out_per_group + rows - 1) / rows)));
-            if (tf32 && g.out_per_group > 16 && grid.y <= 65535 && conv_pointwise_ok(x, w, g)) {
+            if (tf32 && g.out_per_group > 16 && grid.y <= 65535 && conv_pointwise_ok(x, w, out, g)) {
+                if (rows == 128 ? conv_pointwise_resident_launch<128, ROUNDING>(x, w, g, epi, out, sms, stream)
+                                : conv_pointwise_resident_launch<64, ROUNDING>(x, w, g, epi, out, sms, stream))
+                    return;
                 if (rows == 128) conv_pointwise_tc<128, ROUNDING, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
                 else conv_pointwise_tc<64, ROUNDING, Epilogue><<<grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
                 return;
