@@ -52,7 +52,9 @@ from pathlib import Path
 for line in Path(sys.argv[1]).read_text().splitlines():
     row = json.loads(line)
     text = (row.get("error") or "") + json.dumps(row.get("metadata") or {})
-    if not row.get("correct") and ("out of memory" in text or "no answer" in text):
+    # (the error's last 800 characters may have cut "CUDA out of memory" off, leaving the process list after it)
+    memory = any(mark in text for mark in ("out of memory", "OutOfMemoryError", "memory in use"))
+    if not row.get("correct") and (memory or "no answer" in text):
         print(row["problem"])
 PY
 )
