@@ -34,6 +34,7 @@ whose one rounding (or none) no kernel can do otherwise (plan.EXACT_POINTWISE).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 
@@ -198,7 +199,7 @@ def _layout_medians(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool,
     # last in an A/B on the same H200 at 3.15, 2026-11-27). The timing lock gives the probe the GPU as a judge's
     # timing has it.
     lock = gpulock.from_environment()
-    with torch.no_grad(), lock.exclusive():
+    with contextlib.closing(lock), torch.no_grad(), lock.exclusive():
         for call in calls.values():  # (cuDNN picks its algorithm on the first call)
             call()
         for _ in range(LAYOUT_ROUNDS):
@@ -209,7 +210,6 @@ def _layout_medians(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool,
                 end.record()
                 end.synchronize()
                 times[name].append(start.elapsed_time(end))
-    lock.close()
     return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
 
 
