@@ -6,7 +6,8 @@ another's GPU work. A timed region must still have the GPU to itself, so the jud
   time, so several such phases overlap and a waiting writer waits for one trial of each;
 - exclusive while it times, so nothing else runs on the GPU then.
 Builds and captures take no lock: they never touch the GPU. Nor does torch.compile's compile (kfuse.judge.worker,
-reference_timing_prepared says why).
+reference_timing_prepared says why). The planner's probes of eager's precision and layout do
+(kfuse.kernels.eager_precision): shared sections, and an exclusive one where the layout probe times the two layouts.
 
 A judge whose problem is too big for two judges' copies in GPU memory (kfuse.judge.worker's too_big_to_share) takes
 `big` sections for its untimed work instead: shared with the small judges' untimed work, but one big judge at a

@@ -108,3 +108,36 @@ def test_sections_nest_and_no_lock_without_the_environment(monkeypatch, tmp_path
     with sole.big(), sole.shared(), sole.exclusive():  # every section of a sole judge holds the GPU exclusively
         pass
     sole.close()
+
+
+def test_the_planners_gpu_probes_take_the_judges_lock(monkeypatch):
+    """kfuse.kernels.eager_precision's probes run on the GPU at plan time, beside other judges under `kfuse bench
+    --per-gpu N`: their work in a shared section (never inside another judge's timed rounds), the layout probe's own
+    timing in an exclusive one; the lock's files closed after each."""
+    import contextlib
+
+    from kfuse.kernels import eager_precision
+
+    taken = []
+
+    class Recorder:
+        def shared(self):
+            taken.append("shared")
+            return contextlib.nullcontext()
+
+        def exclusive(self):
+            taken.append("exclusive")
+            return contextlib.nullcontext()
+
+        def close(self):
+            taken.append("closed")
+
+    monkeypatch.setattr(eager_precision.gpulock, "from_environment", Recorder)
+    assert eager_precision._gpu_section()(lambda x: x + 1)(1) == 2 and taken == ["shared", "closed"]
+    taken.clear()
+    assert eager_precision._gpu_section(exclusive=True)(lambda: "timed")() == "timed"
+    assert taken == ["exclusive", "closed"]
+    # every probe that touches the GPU goes through it (under its lru_cache where it has one)
+    for probe in (eager_precision._differs, eager_precision._matching_rounding, eager_precision._recurrent_probe):
+        assert probe.__wrapped__.gpu_section == "shared", probe
+    assert eager_precision._layout_medians.gpu_section == "exclusive"

@@ -53,6 +53,21 @@ ROUNDING_MATCH_SHARE = 0.1
 TF32_ROUNDINGS = ("rna", "rne")
 
 
+def _gpu_section(exclusive: bool = False):
+    """A probe's GPU work under `kfuse bench --per-gpu N` (kfuse/gpulock.py): shared with the other judges' untimed
+    work and never inside their timed rounds (a probe's kernels there would be timed with theirs), or exclusive where
+    the probe times something itself."""
+    def wrap(probe):
+        @functools.wraps(probe)
+        def run(*args):
+            lock = gpulock.from_environment()
+            with contextlib.closing(lock), (lock.exclusive() if exclusive else lock.shared()):
+                return probe(*args)
+        run.gpu_section = "exclusive" if exclusive else "shared"
+        return run
+    return wrap
+
+
 CONVOLUTIONS = {"aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default", "aten.convolution.default",
                 "aten._convolution.default", "aten.conv_transpose1d.default", "aten.conv_transpose2d.input",
                 "aten.conv_transpose3d.input"}
@@ -136,6 +151,7 @@ def _probe_operands(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool,
 
 
 @functools.lru_cache(maxsize=None)
+@_gpu_section()
 def _differs(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, out_shape: tuple, rest: tuple,
              variant: str) -> bool:
     """Is `variant`'s output (TF32 off, or channels-last operands) outside half of KernelBench's tolerance of
@@ -183,6 +199,7 @@ def _layout_slower(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, 
     return median["channels_last"] > LAYOUT_MARGIN * median["nchw"]
 
 
+@_gpu_section(exclusive=True)
 def _layout_medians(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, out_shape: tuple,
                     rest: tuple) -> dict[str, float]:
     """Median ms of the convolution NCHW and channels-last (its input converted in the call), interleaved."""
@@ -194,12 +211,10 @@ def _layout_medians(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool,
     calls = {"nchw": lambda: op(x, w, b, *rest),
              "channels_last": lambda: op(x.contiguous(memory_format=layout), w_last, b, *rest)}
     times = {name: [] for name in calls}
-    # Under `kfuse bench --per-gpu N` other judges run on this GPU meanwhile: timed beside them, the two layouts'
-    # medians swapped order from run to run (2_ConvTranspose2d_BiasAdd: NCHW chosen in a bench at 5.35 ms, channels-
-    # last in an A/B on the same H200 at 3.15, 2026-11-27). The timing lock gives the probe the GPU as a judge's
-    # timing has it.
-    lock = gpulock.from_environment()
-    with contextlib.closing(lock), torch.no_grad(), lock.exclusive():
+    # (exclusive, _gpu_section: timed beside other judges' work, the two layouts' medians swapped order from run to
+    # run: 2_ConvTranspose2d_BiasAdd got NCHW in a bench at 5.35 ms, channels-last in an A/B on the same H200 at
+    # 3.15, 2026-11-27)
+    with torch.no_grad():
         for call in calls.values():  # (cuDNN picks its algorithm on the first call)
             call()
         for _ in range(LAYOUT_ROUNDS):
@@ -228,6 +243,7 @@ def tf32_rounding(node: torch.fx.Node) -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
+@_gpu_section()
 def _matching_rounding(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, out_shape: tuple,
                        rest: tuple) -> str | None:
     x, w, b = _probe_operands(target, x_shape, w_shape, has_bias, out_shape)
@@ -272,6 +288,7 @@ def _recurrent_differs(node: torch.fx.Node) -> bool | None:
 
 
 @functools.lru_cache(maxsize=None)
+@_gpu_section()
 def _recurrent_probe(target: str, shapes: tuple, rest: tuple) -> bool:
     generator = torch.Generator(device="cuda").manual_seed(0)
     x_shape, hx_shapes, param_shapes = shapes
