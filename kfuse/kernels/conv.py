@@ -1016,8 +1016,8 @@ inline int pointwise_resident_smem(int bm, int64_t kp) {
 // Launches conv_pointwise_resident where its weights and two input tiles fit (false: they do not, or the
 // shared-memory opt-in failed). Two blocks per SM in all, split over the channel tiles.
 template <int BM, int ROUNDING, class Epilogue>
-static bool conv_pointwise_resident_launch(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out,
-                                    int sms, cudaStream_t stream) {
+static bool conv_pointwise_resident_launch(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi,
+                                           float* out, int sms, cudaStream_t stream) {
     const int64_t kp = (g.in_per_group + 7) / 8 * 8;
     const int smem = pointwise_resident_smem(BM, kp);
     if (smem > POINTWISE_RESIDENT_MAX_SMEM) return false;
@@ -1033,8 +1033,10 @@ static bool conv_pointwise_resident_launch(const float* x, const float* w, const
     }
     const int64_t channel_tiles = g.groups * ((g.out_per_group + BM - 1) / BM);
     const int64_t tiles = g.batch * ((g.out_plane + 127) / 128);
-    const int64_t columns = std::max<int64_t>(1, std::min<int64_t>(tiles, (2 * (int64_t)sms + channel_tiles - 1) / channel_tiles));
-    kernel<<<dim3((unsigned)columns, (unsigned)channel_tiles), CONV_THREADS, smem, stream>>>(x, w, g, epi, out, (int)kp);
+    const int64_t per_channel_tile = (2 * (int64_t)sms + channel_tiles - 1) / channel_tiles;
+    const int64_t columns = std::max<int64_t>(1, std::min<int64_t>(tiles, per_channel_tile));
+    const dim3 grid((unsigned)columns, (unsigned)channel_tiles);
+    kernel<<<grid, CONV_THREADS, smem, stream>>>(x, w, g, epi, out, (int)kp);
     return true;
 }
 
