@@ -608,13 +608,22 @@ struct ConvTileLoader {
     }
 };
 
-// Stores one output value per pixel run: `count` adjacent pixels from q (one vector store when they lie in one
-// image and the address is aligned), each through the epilogue.
+// A run of adjacent output pixels from flat index q (over batch and plane): its image n and its offset s in the
+// plane, found once per run. A tile's rows (output channels) all store the same runs, and the 64-bit division
+// that finds (n, s) cost more instructions per row than the row's share of the MMAs (kf::pointwise_store says how
+// it was measured).
+struct PixelRun {
+    int64_t q, n, s;
+    __device__ __forceinline__ PixelRun(int64_t q_, const ConvGeom& g) : q(q_), n(q_ / g.out_plane), s(q_ - n * g.out_plane) {}
+};
+
+// Stores one output value per pixel of a run of `count` (one vector store when the run lies in one image and the
+// address is aligned), each through the epilogue, for output channel c.
 template <int COUNT, class Epilogue>
 __device__ __forceinline__ void conv_store(float* __restrict__ out, const ConvGeom& g, const Epilogue& epi,
-                                           const float* v, int64_t q, int64_t c) {
-    if (q >= g.pixels) return;
-    const int64_t qn = q / g.out_plane, qs = q % g.out_plane;
+                                           const float* v, const PixelRun& run, int64_t c) {
+    if (run.q >= g.pixels) return;
+    const int64_t qn = run.n, qs = run.s;
     float* dst = out + (qn * g.out_channels + c) * g.out_plane + qs;
     if (qs + COUNT - 1 < g.out_plane && (reinterpret_cast<uintptr_t>(dst) % (4 * COUNT)) == 0) {
         if constexpr (COUNT == 4) {
@@ -625,8 +634,8 @@ __device__ __forceinline__ void conv_store(float* __restrict__ out, const ConvGe
         }
         return;
     }
-    for (int j = 0; j < COUNT && q + j < g.pixels; ++j) {
-        const int64_t pn = (q + j) / g.out_plane, ps = (q + j) % g.out_plane;
+    for (int j = 0; j < COUNT && run.q + j < g.pixels; ++j) {  // (a run across images, or unaligned: rare)
+        const int64_t pn = (run.q + j) / g.out_plane, ps = (run.q + j) % g.out_plane;
         out[(pn * g.out_channels + c) * g.out_plane + ps] = epi(v[j], pn, c, ps, g);
     }
 }
@@ -682,13 +691,14 @@ conv_igemm(const float* __restrict__ x, const float* __restrict__ w, const ConvG
         __syncthreads();
         buf ^= 1;
     }
+    const PixelRun left(p0 + tn * 4, g), right(p0 + BN / 2 + tn * 4, g);
     #pragma unroll
     for (int i = 0; i < TM; ++i) {
         const int64_t co = m0 + tm * TM + i;
         if (co >= g.out_per_group) continue;
         const int64_t c = group * g.out_per_group + co;
-        conv_store<4>(out, g, epi, &acc[i][0], p0 + tn * 4, c);
-        conv_store<4>(out, g, epi, &acc[i][4], p0 + BN / 2 + tn * 4, c);
+        conv_store<4>(out, g, epi, &acc[i][0], left, c);
+        conv_store<4>(out, g, epi, &acc[i][4], right, c);
     }
 }
 
@@ -787,7 +797,10 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
         __syncthreads();
         buf ^= 1;
     }
-    // C fragment: (gr, 2tq), (gr, 2tq+1), (gr+8, 2tq), (gr+8, 2tq+1): runs of 2 adjacent pixels
+    // C fragment: (gr, 2tq), (gr, 2tq+1), (gr+8, 2tq), (gr+8, 2tq+1): runs of 2 adjacent pixels, the same 4 runs
+    // for every row
+    const PixelRun runs[4] = {PixelRun(p0 + wn + 2 * tq, g), PixelRun(p0 + wn + 8 + 2 * tq, g),
+                              PixelRun(p0 + wn + 16 + 2 * tq, g), PixelRun(p0 + wn + 24 + 2 * tq, g)};
     #pragma unroll
     for (int i = 0; i < MI; ++i)
         #pragma unroll
@@ -796,8 +809,7 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
             if (co >= g.out_per_group) continue;
             const int64_t c = group * g.out_per_group + co;
             #pragma unroll
-            for (int j = 0; j < 4; ++j)
-                conv_store<2>(out, g, epi, &acc[i][j][half * 2], p0 + wn + j * 8 + 2 * tq, c);
+            for (int j = 0; j < 4; ++j) conv_store<2>(out, g, epi, &acc[i][j][half * 2], runs[j], c);
         }
 }
 
