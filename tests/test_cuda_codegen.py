@@ -94,12 +94,13 @@ def test_bare_convolutions_are_kernels_on_cuda():
     # a file of library calls alone is no candidate: the convolution becomes kfuse's kernel
     cuda, text = sources("conv2d_strided_grouped")
     assert [k["name"] for k in cuda.kernels] == ["fused_conv2d"] and cuda.library_calls == []
-    assert "kf::conv_forward<false, kf::TF32_OFF, 64>(x, w, g, epi, out, tf32, sms, stream)" in text["CUDA_SOURCE"]
+    assert "kf::conv_forward<false, kf::TF32_OFF, 64>(x, w, g, epi, out, tf32, packed, sms, stream)" in text["CUDA_SOURCE"]
     assert "C10_CUDA_KERNEL_LAUNCH_CHECK" in text["CPP_SOURCE"]
     # fp32 accuracy under the fp32 policy, whatever PyTorch allows cuDNN (eager's 3D convolution ran fp32-accurate
     # with TF32 allowed: a TF32 kernel was 5e-4 from it); one TF32 product only under tf32
-    assert "false, kf::sm_count(" in text["CPP_SOURCE"] and "conv_allows_tf32" not in text["CPP_SOURCE"]
-    assert "conv_igemm_tc<TC_ROWS, ROUNDING, TRANSPOSED, Epilogue>" in text["CUDA_SOURCE"]  # (instantiated for TF32 only)
+    assert "false, nullptr, kf::sm_count(" in text["CPP_SOURCE"] and "conv_allows_tf32" not in text["CPP_SOURCE"]
+    assert "kf::empty({kf::conv_packed_floats" not in text["CPP_SOURCE"]  # (no packed weights without TF32)
+    assert "conv_igemm_tc<TC_ROWS, ROUNDING, TRANSPOSED, Epilogue, true>" in text["CUDA_SOURCE"]  # (for TF32 only)
 
 
 @pytest.mark.parametrize("conv, shape, precision, channels_last, in_place", [
@@ -265,6 +266,9 @@ def test_nvcc_compiles_a_transposed_convolution_with_tensor_cores(tmp_path, monk
             and isinstance(n.value, ast.Constant)}
     cuda = text["CUDA_SOURCE"]
     assert "kf::conv_forward<true, kf::TF32_TIES_EVEN, " in cuda and "kf::conv_allows_tf32()" in text["CPP_SOURCE"]
+    # the weights packed per call for the tensor-core kernel's tiles (kf::conv_pack_weights)
+    assert "kf::empty({kf::conv_packed_floats(g, 64)}, w.options())" in text["CPP_SOURCE"]
+    assert "packed.data_ptr<float>(), kf::sm_count(" in text["CPP_SOURCE"]
     cu = tmp_path / "kernels.cu"
     cu.write_text(cuda.replace("constexpr bool CONV_TENSOR_CORES = false;", "constexpr bool CONV_TENSOR_CORES = true;"))
     done = subprocess.run([NVCC, "-c", "-O3", "-arch=sm_90", str(cu), "-o", str(tmp_path / "kernels.o")],
@@ -356,7 +360,7 @@ def test_small_filters_take_the_direct_kernel_on_cuda(conv, shape, template, tmp
         assert result.library_calls == []
         # the model's filter runs the direct kernel; another geometry falls back to the general one
         assert f"if (kf::conv2d_small_filter_forward<{template}>(x, w, g, epi, out, sms, stream)) return;" in text
-        assert "kf::conv_forward<false, kf::TF32_OFF, 64>(x, w, g, epi, out, tf32, sms, stream)" in text
+        assert "kf::conv_forward<false, kf::TF32_OFF, 64>(x, w, g, epi, out, tf32, packed, sms, stream)" in text
 
 
 def test_conv_epilogue_reads_per_channel_operands_directly(tmp_path):

@@ -354,6 +354,10 @@ KF_HD float conv_operand(const ConvOperand& o, int64_t n, int64_t c, int64_t s, 
     const int64_t x = s % g.out_size[2], y = s / g.out_size[2] % g.out_size[1], z = s / g.out_size[2] / g.out_size[1];
     return o.data[n * o.stride_n + c * o.stride_c + z * o.stride_s[0] + y * o.stride_s[1] + x * o.stride_s[2]];
 }
+// Floats of kf::conv_pack_weights' output for tiles of `rows` output channels and 16 K steps (kf::conv_igemm_tc's).
+KF_HD int64_t conv_packed_floats(const ConvGeom& g, int64_t rows) {
+    return g.groups * ((g.k_per_group + 15) / 16 * 16) * ((g.out_per_group + rows - 1) / rows * rows);
+}
 // The input index that output index o reads through tap t along dim d; -1 when none (padding, or a transposed
 // convolution's tap that falls between input positions).
 KF_HD int conv_source(int o, int t, int d, const ConvGeom& g, bool transposed) {
@@ -495,9 +499,13 @@ __device__ __forceinline__ float rounded(float x) {
 // each element is one load at a channel stride (the channel-major order walked the taps per element: 55
 // instructions each, most of the kernel's).
 // TRANSPOSED: the adjoint, gathered: output pixel o reads input i through tap t where i*stride = o + pad - t*dil.
-template <int BM, int BN, int BK, bool TRANSPOSED>
+// PACKED: A tiles copied 16 bytes at a time from kf::conv_pack_weights' output (`packed`), already in the tile's
+// order, padded and rounded, instead of gathered element by element from the weight.
+template <int BM, int BN, int BK, bool TRANSPOSED, bool PACKED = false>
 struct ConvTileLoader {
-    static constexpr int A_LOADS = (BM * BK + CONV_THREADS - 1) / CONV_THREADS;
+    static constexpr int A_LOADS = PACKED ? BM * BK / 4 / CONV_THREADS : (BM * BK + CONV_THREADS - 1) / CONV_THREADS;
+    static_assert(!PACKED || (BM * BK) % (4 * CONV_THREADS) == 0, "a packed A tile is whole 16-byte chunks per thread");
+    static constexpr int A_CHUNK_ROWS = CONV_THREADS / (BM / 4);  // k rows between a thread's packed chunks
     static constexpr int B_LOADS = BN * BK / CONV_THREADS;  // k rows of this thread's pixel column
     static_assert(CONV_THREADS % BK == 0, "a thread's weight elements share one k");
     const float* xg;      // the pixel's image, this group's first input channel
@@ -509,10 +517,13 @@ struct ConvTileLoader {
     int cb, bz, by, bx;  // B rows: input channel cb of tap (bz, by, bx)
     const float* bsrc;   // its input value for this thread's pixel; nullptr: padding, or past the last tap
     int ca, ta;              // A elements (one k for all of this thread's): input channel ca of tap ta
-    float a[A_LOADS], b[B_LOADS];
+    const float* wp;         // packed: this thread's first chunk of the next A tile
+    int64_t wp_row;          // packed: floats per k row (the group's output channels, padded to BM)
+    float a[PACKED ? 1 : A_LOADS], b[B_LOADS];
+    float4 a4[PACKED ? A_LOADS : 1];
 
     __device__ __forceinline__ ConvTileLoader(const float* x, const float* w_, const ConvGeom& g, int64_t group,
-                                              int64_t m0, int64_t p0) : w(w_) {
+                                              int64_t m0, int64_t p0, const float* packed = nullptr) : w(w_) {
         const int64_t p = p0 + threadIdx.x % BN;
         p_ok = p < g.pixels;
         const int64_t n = p_ok ? p / g.out_plane : 0;
@@ -534,6 +545,11 @@ struct ConvTileLoader {
         // weights (C_out, C_in/groups, taps), or (C_in, C_out/groups, taps) when transposed
         wa = (int)(TRANSPOSED ? (group * g.in_per_group * g.out_per_group + co0) * g.taps
                               : (group * g.out_per_group + co0) * g.k_per_group);
+        if constexpr (PACKED) {
+            wp_row = (g.out_per_group + BM - 1) / BM * BM;
+            const int64_t kp = (g.k_per_group + BK - 1) / BK * BK;
+            wp = packed + (group * kp + threadIdx.x / (BM / 4)) * wp_row + m0 + threadIdx.x % (BM / 4) * 4;
+        }
     }
 
     // bsrc for the tap: the input position this thread's pixel reads through it (channel cb), if any
@@ -570,16 +586,23 @@ struct ConvTileLoader {
     }
 
     __device__ __forceinline__ void gather(const ConvGeom& g) {
-        #pragma unroll
-        for (int j = 0; j < A_LOADS; ++j) {
-            const int e = threadIdx.x + j * CONV_THREADS;
-            const int co = co0 + j * (CONV_THREADS / BK);
-            const bool inside = e < BM * BK && co < (int)g.out_per_group && ta < (int)g.taps;
-            const int at = ca * (int)(TRANSPOSED ? g.out_per_group * g.taps : g.taps) + ta;
-            const int row_step = (CONV_THREADS / BK) * (int)(TRANSPOSED ? g.taps : g.k_per_group);
-            a[j] = inside ? __ldg(w + (wa + j * row_step + at)) : 0.0f;
+        if constexpr (PACKED) {
+            #pragma unroll
+            for (int j = 0; j < A_LOADS; ++j)
+                a4[j] = __ldg(reinterpret_cast<const float4*>(wp + j * A_CHUNK_ROWS * wp_row));
+            wp += BK * wp_row;
+        } else {
+            #pragma unroll
+            for (int j = 0; j < A_LOADS; ++j) {
+                const int e = threadIdx.x + j * CONV_THREADS;
+                const int co = co0 + j * (CONV_THREADS / BK);
+                const bool inside = e < BM * BK && co < (int)g.out_per_group && ta < (int)g.taps;
+                const int at = ca * (int)(TRANSPOSED ? g.out_per_group * g.taps : g.taps) + ta;
+                const int row_step = (CONV_THREADS / BK) * (int)(TRANSPOSED ? g.taps : g.k_per_group);
+                a[j] = inside ? __ldg(w + (wa + j * row_step + at)) : 0.0f;
+            }
+            for (ca += BK; ca >= (int)g.in_per_group; ca -= (int)g.in_per_group) ++ta;
         }
-        for (ca += BK; ca >= (int)g.in_per_group; ca -= (int)g.in_per_group) ++ta;
         if (cb + B_LOADS <= (int)g.in_per_group) {  // this thread's rows in one tap
             #pragma unroll
             for (int kk = 0; kk < B_LOADS; ++kk) b[kk] = bsrc ? __ldg(bsrc + kk * g.in_plane) : 0.0f;
@@ -599,8 +622,13 @@ struct ConvTileLoader {
     __device__ __forceinline__ void stage(float (*As)[BM + CONV_PAD], float (*Bs)[BN + CONV_PAD]) const {
         #pragma unroll
         for (int j = 0; j < A_LOADS; ++j) {
-            const int e = threadIdx.x + j * CONV_THREADS;
-            if (e < BM * BK) As[e % BK][e / BK] = rounded<ROUNDING>(a[j]);
+            if constexpr (PACKED) {  // (rounded when packed)
+                const int c = threadIdx.x + j * CONV_THREADS;
+                *reinterpret_cast<float4*>(&As[c / (BM / 4)][c % (BM / 4) * 4]) = a4[j];
+            } else {
+                const int e = threadIdx.x + j * CONV_THREADS;
+                if (e < BM * BK) As[e % BK][e / BK] = rounded<ROUNDING>(a[j]);
+            }
         }
         const int col = threadIdx.x % BN, row0 = (threadIdx.x / BN) * B_LOADS;
         #pragma unroll
@@ -727,10 +755,10 @@ __device__ __forceinline__ void mma_tf32(float* c, const uint32_t* a, const uint
 // they leave shared memory; TF32_TIES_AWAY or TF32_TIES_EVEN: plain TF32 (PyTorch's default precision for
 // convolutions), one product per tile, operands rounded so. BM 128 (groups of more than 96 output channels) gathers
 // each input column once for 128 channels instead of twice, and reads each B fragment for 4 products, not 2.
-template <int BM, int ROUNDING, bool TRANSPOSED, class Epilogue>
+template <int BM, int ROUNDING, bool TRANSPOSED, class Epilogue, bool PACKED = false>
 __global__ void __launch_bounds__(CONV_THREADS, 2)
 conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const ConvGeom g, const Epilogue epi,
-              float* __restrict__ out) {
+              float* __restrict__ out, const float* __restrict__ packed = nullptr) {
     constexpr int BN = 128, BK = 16, MI = BM / 32;
     __shared__ __align__(16) float As[2][BK][BM + CONV_PAD];
     __shared__ __align__(16) float Bs[2][BK][BN + CONV_PAD];
@@ -740,7 +768,7 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
     const int64_t m_tiles = (g.out_per_group + BM - 1) / BM;
     const int64_t group = blockIdx.y / m_tiles, m0 = (blockIdx.y % m_tiles) * BM;
     const int64_t p0 = (int64_t)blockIdx.x * BN, K = g.k_per_group;
-    ConvTileLoader<BM, BN, BK, TRANSPOSED> tile(x, w, g, group, m0, p0);
+    ConvTileLoader<BM, BN, BK, TRANSPOSED, PACKED> tile(x, w, g, group, m0, p0, packed);
 
     float acc[MI][4][4];
     #pragma unroll
@@ -811,6 +839,26 @@ conv_igemm_tc(const float* __restrict__ x, const float* __restrict__ w, const Co
             #pragma unroll
             for (int j = 0; j < 4; ++j) conv_store<2>(out, g, epi, &acc[i][j][half * 2], runs[j], c);
         }
+}
+
+// The weights as conv_igemm_tc's A tiles read them (its PACKED loader): [group][k][output channel], k in the
+// gather's tap-major order (k = tap * in_per_group + ci), channels padded to ROWS and K to a multiple of 16 with
+// zeros, values rounded to TF32 once here rather than at every tile of every block. A few microseconds per call
+// (the weights are small beside what the convolution reads); the rows of one k are contiguous, so a tile's rows
+// are 16-byte copies with no index arithmetic (they were 8 scalar loads with their own offsets and bounds each).
+template <int ROWS, int ROUNDING, bool TRANSPOSED>
+__global__ void conv_pack_weights(const float* __restrict__ w, const ConvGeom g, float* __restrict__ packed) {
+    const int64_t rows = (g.out_per_group + ROWS - 1) / ROWS * ROWS, kp = (g.k_per_group + 15) / 16 * 16;
+    const int64_t total = g.groups * kp * rows;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t co = i % rows, k = i / rows % kp, group = i / rows / kp;
+        const int64_t ci = k % g.in_per_group, tap = k / g.in_per_group;
+        const float v = co < g.out_per_group && k < g.k_per_group
+            ? w[TRANSPOSED ? ((group * g.in_per_group + ci) * g.out_per_group + co) * g.taps + tap
+                           : (group * g.out_per_group + co) * g.k_per_group + ci * g.taps + tap]
+            : 0.0f;
+        packed[i] = rounded<ROUNDING>(v);
+    }
 }
 
 #if defined(KF_CONV_POINTWISE_TC)  // (its copies: kf_gemm::copy_async, gemm_cuda.ASYNC_COPY)
@@ -1583,7 +1631,7 @@ bool conv2d_depthwise_forward(const float* x, const float* w, const ConvGeom& g,
 // choose it when the file is planned).
 template <bool TRANSPOSED, int ROUNDING, int TC_ROWS, class Epilogue>
 void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilogue& epi, float* out, bool tf32,
-                  int sms, cudaStream_t stream) {
+                  float* packed, int sms, cudaStream_t stream) {
 #if defined(KF_CONV_DEPTHWISE)
     if constexpr (!TRANSPOSED) {
         if (conv2d_depthwise_forward(x, w, g, epi, out, stream)) return;
@@ -1614,8 +1662,12 @@ void conv_forward(const float* x, const float* w, const ConvGeom& g, const Epilo
             }
         }
 #endif
-        if (tf32 && g.out_per_group > 16 && tc_grid.y <= 65535) {
-            conv_igemm_tc<TC_ROWS, ROUNDING, TRANSPOSED, Epilogue><<<tc_grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out);
+        if (tf32 && g.out_per_group > 16 && tc_grid.y <= 65535 && packed) {
+            const int64_t floats = conv_packed_floats(g, TC_ROWS);
+            const unsigned pack_blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((floats + 255) / 256, (int64_t)sms * 8));
+            conv_pack_weights<TC_ROWS, ROUNDING, TRANSPOSED><<<pack_blocks, 256, 0, stream>>>(w, g, packed);
+            conv_igemm_tc<TC_ROWS, ROUNDING, TRANSPOSED, Epilogue, true>
+                <<<tc_grid, CONV_THREADS, 0, stream>>>(x, w, g, epi, out, packed);
             return;
         }
     }
@@ -1798,9 +1850,9 @@ def _launcher(kernel: ConvKernel, target: str) -> str:
     transposed = "true" if kernel.transposed else "false"
     if target == "cuda":
         signature = (f"void {kernel.name}_launch(const float* x, const float* w, const kf::ConvGeom& g, "
-                     f"const kf::ConvOperand* o, float* out, bool tf32, int sms, cudaStream_t stream)")
+                     f"const kf::ConvOperand* o, float* out, bool tf32, float* packed, int sms, cudaStream_t stream)")
         call = (f"    kf::conv_forward<{transposed}, {TF32_ROUNDING[kernel.tf32]}, {conv_tc_rows(kernel)}>"
-                f"(x, w, g, epi, out, tf32, sms, stream);\n")
+                f"(x, w, g, epi, out, tf32, packed, sms, stream);\n")
         if kernel.small_filter is not None:  # the model's filter: the direct kernel; another: the general one
             call = (f"    if (kf::conv2d_small_filter_forward<{kernel.small_filter.template_arguments}>"
                     f"(x, w, g, epi, out, sms, stream)) return;\n" + call)
@@ -1819,9 +1871,12 @@ def _host_wrapper(kernel: ConvKernel, target: str) -> str:
     inputs = ", ".join("&out" if name == kernel.conv.name else f"&a{k}" for k, name in enumerate(kernel.operands))
     ints = lambda v: "{" + ", ".join(str(x) for x in v) + "}"  # noqa: E731
     if target == "cuda":
-        launch = (f"    {kernel.name}_launch(x.data_ptr<float>(), w.data_ptr<float>(), g, conv_ops, "
+        # a TF32 convolution's weights, packed for the tensor-core kernel's tiles on each call (kf::conv_pack_weights)
+        packed = (f"    const at::Tensor packed = kf::empty({{kf::conv_packed_floats(g, {conv_tc_rows(kernel)})}}, w.options());\n"
+                  if kernel.tf32 else "")
+        launch = (f"{packed}    {kernel.name}_launch(x.data_ptr<float>(), w.data_ptr<float>(), g, conv_ops, "
                   f"out.data_ptr<float>(),\n        {'kf::conv_allows_tf32()' if kernel.tf32 else 'false'}, "
-                  f"kf::sm_count(out.get_device()), "
+                  f"{'packed.data_ptr<float>()' if kernel.tf32 else 'nullptr'}, kf::sm_count(out.get_device()), "
                   f"c10::cuda::getCurrentCUDAStream());\n    C10_CUDA_KERNEL_LAUNCH_CHECK();\n")
     else:
         launch = (f"    {kernel.name}_launch(x.data_ptr<float>(), w.data_ptr<float>(), g, conv_ops, "
@@ -1877,7 +1932,8 @@ def render(kernels: list[ConvKernel], target: str) -> ConvSources:
     declarations = ""
     if target == "cuda":
         declarations = "".join(f"void {k.name}_launch(const float* x, const float* w, const kf::ConvGeom& g, "
-                               f"const kf::ConvOperand* o, float* out, bool tf32, int sms, cudaStream_t stream);\n"
+                               f"const kf::ConvOperand* o, float* out, bool tf32, float* packed, int sms, "
+                               f"cudaStream_t stream);\n"
                                for k in kernels)
     runtime = CONV_HOST_RUNTIME + (CONV_CUDA_HOST_RUNTIME if any(k.tf32 for k in kernels) else "")
     host = runtime + declarations + "".join(_host_wrapper(k, target) for k in kernels)
