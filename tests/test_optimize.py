@@ -100,6 +100,8 @@ EXPECTED = {
                          ["slice", "slice", "slice"]),
     # kfuse/kernels/attention.py: plain and causal with an explicit scale, odd sequence lengths and head dims
     "attention_odd_sizes": ([["scaled_dot_product_attention"], ["scaled_dot_product_attention"]], []),
+    # softmax(scale Q K^T) V multiplied out (as nn.MultiheadAttention does with its weights): one attention call
+    "attention_as_products": ([["scaled_dot_product_attention"], ["scaled_dot_product_attention"]], []),
     # pooling and scans (kfuse/kernels/window.py): producers computed per window element, consumers before the write;
     # the global average pool is a mean (a reduction), the general adaptive one a pooling kernel; a convolution's
     # bias moves into the pool's kernel
@@ -161,7 +163,8 @@ JUDGED_TOGETHER = {
                                   "l1_norm_prod", "var_std_argmin", "losses_rowwise", "losses_pointwise"],
     # softmax, log-softmax, logsumexp and attention; layer, group, instance, RMS and batch norms
     "softmax_and_norm_family": ["softmax_scale_bias", "softmax_dim1_4d", "log_softmax_transposed",
-                                "logsumexp_relu", "bmm_residual_softmax", "attention_odd_sizes", "gelu_layer_norm",
+                                "logsumexp_relu", "bmm_residual_softmax", "attention_odd_sizes", "attention_as_products",
+                                "gelu_layer_norm",
                                 "group_norm_relu", "norms_channels_last", "instance_norm", "rms_norm",
                                 "batchnorm_eval_functional", "native_norms"],
     # running statistics updated in step, outputs nested or aliasing an (expanded) input: the composed Model keeps

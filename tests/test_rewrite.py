@@ -178,3 +178,70 @@ def test_the_optimized_problem_matches_float64_within_fp32_rounding(gemm_sums):
         assert out.dtype == torch.float32 and out.shape == want.shape
         bound = eps * (term + 2 * want.abs())
         assert ((out.double() - want).abs() <= bound).all(), ((out.double() - want).abs() / bound).max()
+
+
+# softmax(scale * Q @ K^T) @ V as one attention call (rewrite.products_with_softmax_as_attention)
+L, S, E, EV = 7, 9, 6, 5
+
+
+def qkv(batch=(4,)):
+    return torch.randn(*batch, L, E), torch.randn(*batch, S, E), torch.randn(*batch, S, EV)
+
+
+ATTENTION = {  # name: (forward, inputs, the scale the attention call gets)
+    "bmm_plain": (lambda m, q, k, v: torch.bmm(torch.softmax(torch.bmm(q, k.transpose(1, 2)), -1), v), qkv, 1.0),
+    "query_scaled_first": (lambda m, q, k, v: torch.bmm(torch.softmax(torch.bmm(q * 0.5, k.transpose(-2, -1)), dim=-1),
+                                                       v), qkv, 0.5),
+    "scores_divided": (lambda m, q, k, v: torch.softmax(torch.bmm(q, k.transpose(2, 1)) / 4.0, 2).bmm(v), qkv, 0.25),
+    "multihead_attention": (lambda m, x: m.attention(x, x, x)[0], lambda: (torch.randn(L, 3, 8),), None),
+}
+
+
+class Attentions(nn.Module):
+    def __init__(self, forward):
+        super().__init__()
+        torch.manual_seed(0)
+        self.attention = nn.MultiheadAttention(8, 2)  # need_weights=True: eager multiplies the products out
+        self.body = forward
+
+    def forward(self, *inputs):
+        return self.body(self, *inputs)
+
+
+def attention_calls(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    return [n for n in graph.nodes if str(n.target) == "aten.scaled_dot_product_attention.default"]
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTION))
+def test_products_with_a_softmax_between_become_one_attention_call(name):
+    forward, make, scale = ATTENTION[name]
+    model, inputs = Attentions(forward), inputs_of(make)
+    captured = capture(model, inputs)
+    calls = attention_calls(captured.graph)
+    assert len(calls) == 1 and not [n for n in captured.graph.nodes if "softmax" in str(n.target)]
+    assert products(captured.graph) == [] or name == "multihead_attention"  # (its projections are linears)
+    if scale is not None:
+        assert calls[0].kwargs["scale"] == pytest.approx(scale)
+    with torch.no_grad():
+        got, want = run_captured(captured, model, inputs), model(*inputs)
+    torch.testing.assert_close(got[0], want if isinstance(want, torch.Tensor) else want[0], rtol=1e-5, atol=1e-5)
+
+
+KEPT_ATTENTION = {  # name: (forward, inputs, why the products stay)
+    "probabilities_returned": (lambda m, q, k, v: (lambda p: (p @ v, p))(torch.softmax(torch.bmm(q, k.transpose(1, 2)),
+                                                                                        -1)), qkv, "read twice"),
+    "softmax_over_queries": (lambda m, q, k, v: torch.bmm(torch.softmax(torch.bmm(q, k.transpose(1, 2)), 1)
+                                                          .transpose(1, 2), q[:, :S, :]), qkv, "not the last dim"),
+    "keys_not_transposed": (lambda m, q, kt, v: torch.bmm(torch.softmax(torch.bmm(q, kt), -1), v),
+                            lambda: (torch.randn(4, L, E), torch.randn(4, E, S), torch.randn(4, S, EV)), "K^T given"),
+    "tensor_scale": (lambda m, q, k, v, s: torch.bmm(torch.softmax(torch.bmm(q, k.transpose(1, 2)) * s, -1), v),
+                     lambda: (*qkv(), torch.randn(L, S)), "not a number"),
+    "weights_returned": (lambda m, x: m.attention(x, x, x), lambda: (torch.randn(L, 3, 8),), "the weights read them"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KEPT_ATTENTION))
+def test_attention_forms_with_another_reader_or_shape_keep_their_products(name):
+    forward, make, _why = KEPT_ATTENTION[name]
+    captured = capture(Attentions(forward), inputs_of(make))
+    assert attention_calls(captured.graph) == []

@@ -11,6 +11,16 @@ before the sum, not after it: left as it is).
 
 Only where nothing else reads the product or the scaled values (they are not computed any more), the sum covers
 the last dim alone, and every value is fp32 (the dtype kfuse's reduction kernels take).
+
+Attention written out as products: `softmax(scale * Q @ K^T, -1) @ V` (nn.MultiheadAttention computes it so when
+it returns its weights, and hand-written attention does) is scaled_dot_product_attention(Q, K, V, scale=scale), which
+kfuse runs as one kernel that never stores the (L, S) scores (kfuse/kernels/attention.py). Eager writes the scores,
+reads them for the softmax, writes the probabilities and reads them again: for 31_VisionAttention's 16384 tokens, 8
+heads, four passes over 8.6 GB. A factor on Q before the product or on the scores after it moves into `scale` (one
+rounding of the score where eager had one of Q: far inside 1e-4, the products being fp32 either way). Only where the
+scores, the scaled Q and the probabilities have no other reader (attention weights returned keep eager's products),
+K^T is K transposed in its last two dims, the softmax is over the last dim without a dtype, every value is fp32, and
+Q, K and V have one rank of at least 3 with the same batch dims.
 """
 
 from __future__ import annotations
@@ -23,6 +33,8 @@ import torch
 
 TRANSPOSES = {"aten.numpy_T.default", "aten.t.default", "aten.permute.default", "aten.transpose.int"}
 SCALINGS = {"aten.mul.Tensor", "aten.mul.Scalar", "aten.div.Tensor", "aten.div.Scalar"}
+BATCHED_PRODUCTS = {"aten.bmm.default", "aten.matmul.default"}
+SOFTMAXES = {"aten.softmax.int", "aten._softmax.default"}
 
 
 @dataclass
@@ -168,6 +180,101 @@ def summed_products_as_dot_products(graph_module: torch.fx.GraphModule) -> int:
             graph.erase_node(dead)
         if product.transpose is not None and not product.transpose.users:
             graph.erase_node(product.transpose)  # (a W^T read by another product too stays)
+        done += 1
+    if done:
+        graph.lint()
+        graph_module.recompile()
+    return done
+
+
+def _factor(node: torch.fx.Node, source: torch.fx.Node) -> float:
+    """The number a `_scaling` node multiplies its source by."""
+    number = node.args[1] if node.args[0] is source else node.args[0]
+    return 1.0 / number if str(node.target).startswith("aten.div") else float(number)
+
+
+def _only_reader(node: torch.fx.Node, reader: torch.fx.Node) -> bool:
+    return len(node.users) == 1 and next(iter(node.users)) is reader
+
+
+@dataclass
+class _Attention:
+    out: torch.fx.Node               # probabilities @ V
+    q: torch.fx.Node
+    k: torch.fx.Node
+    v: torch.fx.Node
+    scale: float
+    dead: list[torch.fx.Node]        # what `out` was computed through, erased with it (in this order)
+
+
+def _attention(out: torch.fx.Node) -> _Attention | None:
+    """The operands of `softmax(scale * Q @ K^T, -1) @ V` ending at `out`, or None."""
+    if out.op != "call_function" or str(out.target) not in BATCHED_PRODUCTS or out.kwargs:
+        return None
+    probabilities, v = out.args
+    if not isinstance(probabilities, torch.fx.Node) or str(probabilities.target) not in SOFTMAXES:
+        return None
+    if not _only_reader(probabilities, out) or len(probabilities.args) < 2 or probabilities.kwargs.get("dtype"):
+        return None
+    if str(probabilities.target) == "aten._softmax.default" and probabilities.args[2]:  # half_to_float
+        return None
+    if str(probabilities.target) == "aten.softmax.int" and len(probabilities.args) > 2 and probabilities.args[2]:
+        return None  # (a dtype)
+    scores, scale, dead = probabilities.args[0], 1.0, [out, probabilities]
+    if not isinstance(scores, torch.fx.Node) or _val(scores) is None:
+        return None
+    rank = _val(scores).dim()
+    if probabilities.args[1] % rank != rank - 1:
+        return None
+    if str(scores.target) in SCALINGS and _only_reader(scores, probabilities) \
+            and _scaling(scores, scores.args[0] if isinstance(scores.args[0], torch.fx.Node) else scores.args[1]):
+        source = scores.args[0] if isinstance(scores.args[0], torch.fx.Node) else scores.args[1]
+        scale *= _factor(scores, source)
+        dead.append(scores)
+        scores = source
+    if str(scores.target) not in BATCHED_PRODUCTS or scores.kwargs or not _only_reader(scores, dead[-1]):
+        return None
+    q, k_t = scores.args
+    dead.append(scores)
+    if isinstance(q, torch.fx.Node) and str(q.target) in SCALINGS and _only_reader(q, scores):
+        source = q.args[0] if isinstance(q.args[0], torch.fx.Node) else q.args[1]
+        if _scaling(q, source):
+            scale *= _factor(q, source)
+            dead.append(q)
+            q = source
+    if not isinstance(k_t, torch.fx.Node) or str(k_t.target) != "aten.transpose.int" or _val(k_t) is None:
+        return None
+    if {k_t.args[1] % rank, k_t.args[2] % rank} != {rank - 2, rank - 1}:
+        return None
+    k = k_t.args[0]
+    if k_t.users.keys() == {scores}:
+        dead.append(k_t)  # (a K^T read elsewhere too stays)
+    if not all(isinstance(t, torch.fx.Node) for t in (q, k, v)) or not _is_fp32(q, k, v, out):
+        return None
+    shapes = [_val(t).shape for t in (q, k, v)]
+    if rank < 3 or any(len(shape) != rank for shape in shapes) or not shapes[0][:-2] == shapes[1][:-2] == shapes[2][:-2]:
+        return None
+    return _Attention(out, q, k, v, scale, dead)
+
+
+def products_with_softmax_as_attention(graph_module: torch.fx.GraphModule) -> int:
+    """Rewrite every `softmax(scale * Q @ K^T, -1) @ V` as scaled_dot_product_attention(Q, K, V, scale=scale);
+    returns how many were rewritten."""
+    graph = graph_module.graph
+    done = 0
+    for node in list(graph.nodes):
+        if node.graph is not graph:  # (erased by an earlier rewrite)
+            continue
+        found = _attention(node)
+        if found is None:
+            continue
+        with graph.inserting_before(found.out):
+            attention = graph.create_node("call_function", torch.ops.aten.scaled_dot_product_attention.default,
+                                          (found.q, found.k, found.v), {"scale": found.scale}, name="attention")
+        attention.meta["val"] = found.out.meta["val"]  # (the same shape: L x Ev per batch entry)
+        found.out.replace_all_uses_with(attention)
+        for dead in found.dead:
+            graph.erase_node(dead)
         done += 1
     if done:
         graph.lint()
