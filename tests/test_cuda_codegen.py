@@ -163,10 +163,10 @@ def test_a_returned_convolution_without_bias_or_layout_change_is_kfuse_s_kernel(
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 @pytest.mark.parametrize("problem", [  # one problem per kernel family by default; the other variants on demand
-    "conv_div_leaky", "activation_chain", "column_reductions", "attention_odd_sizes", "pooling_mix", "scans_mix",
+    "conv_div_leaky", "activation_chain", "column_reductions", "attention_as_products", "pooling_mix", "scans_mix",
     "linear_scale_leaky", "conv_reductions", "gru_layers"] + [pytest.param(name, marks=pytest.mark.exhaustive) for name in (
         "conv3d_bias_tanh", "conv2d_strided_grouped", "broadcast_two_inputs", "avg_pool_strips", "gemm_sums",
-        "vector_norm_orders", "conv_div_leaky:tf32", "losses_rowwise")])
+        "vector_norm_orders", "conv_div_leaky:tf32", "losses_rowwise", "attention_odd_sizes")])
 def test_nvcc_compiles_the_kernels(problem, tmp_path_factory):
     name, _, precision = problem.partition(":")
     result, text = sources(name, precision=precision or "fp32")
@@ -420,7 +420,7 @@ def test_nvcc_compiles_the_small_filter_kernels(tmp_path, tmp_path_factory):
 # The default families in two files (a -fsyntax-only pass over torch's headers costs 10-25 s whatever follows them)
 @pytest.mark.parametrize("problem", ["linear_scale_leaky+pooling_mix+gru_layers", "conv_reductions:tf32"] + [
     pytest.param(name, marks=pytest.mark.exhaustive) for name in (
-        "conv3d_bias_tanh", "conv2d_strided_grouped", "gemm_sums", "losses_rowwise", "attention_odd_sizes",
+        "conv3d_bias_tanh", "conv2d_strided_grouped", "gemm_sums", "losses_rowwise", "attention_as_products",
         "conv_div_leaky:tf32", "indexing_with_tensors")])
 def test_host_side_compiles(problem, tmp_path):
     name, _, precision = problem.partition(":")  # (tf32: a channels-last convolution and kf::channels_last)

@@ -100,8 +100,9 @@ EXPECTED = {
                          ["slice", "slice", "slice"]),
     # kfuse/kernels/attention.py: plain and causal with an explicit scale, odd sequence lengths and head dims
     "attention_odd_sizes": ([["scaled_dot_product_attention"], ["scaled_dot_product_attention"]], []),
-    # softmax(scale Q K^T) V multiplied out (as nn.MultiheadAttention does with its weights): one attention call
-    "attention_as_products": ([["scaled_dot_product_attention"], ["scaled_dot_product_attention"]], []),
+    # softmax(scale Q K^T [masked]) V multiplied out (as nn.MultiheadAttention does with its weights, or a causal
+    # GPT with masked_fill(tril == 0, -inf)): one attention call
+    "attention_as_products": ([["scaled_dot_product_attention"]] * 3, ["slice", "slice", "ne"]),  # (the mask: tril != 0)
     # pooling and scans (kfuse/kernels/window.py): producers computed per window element, consumers before the write;
     # the global average pool is a mean (a reduction), the general adaptive one a pooling kernel; a convolution's
     # bias moves into the pool's kernel
@@ -128,10 +129,11 @@ EXPECTED = {
     # sizes export writes as numbers that follow the batch (reshape(12, -1), expand([12, -1])): read from the batch
     # input at run time, so the file takes another batch as the Model does
     "batch_views": ([["linear"], ["relu", "sum", "mul"]], ["reshape", "expand", "cat", "reshape"]),
-    # ... and the sequence length (MinGPT's views and its mask sliced to the length): read from the input too
-    "sequence_views": ([["linear"], ["mul"], ["softmax"]],
-                       ["split", "view", "transpose", "view", "transpose", "view", "transpose", "transpose", "matmul",
-                        "slice", "slice", "eq", "masked_fill", "matmul", "transpose", "contiguous", "view"]),
+    # ... and the sequence length (MinGPT's views and its mask sliced to the length): read from the input too; its
+    # masked attention one call with the mask tril != 0 (kfuse/compiler/rewrite.py)
+    "sequence_views": ([["linear"], ["scaled_dot_product_attention"]],
+                       ["split", "view", "transpose", "view", "transpose", "view", "transpose", "slice", "slice", "ne",
+                        "transpose", "contiguous", "view"]),
     # kfuse/kernels/recurrent.py: each nn.GRU a GEMM per layer and one recurrence kernel (both directions, every step);
     # the second one's initial state a plain tensor attribute made in __init__, moved in forward (capture reads it
     # as an input, ModelNew moves it as Model does); a call count kept in another is written back (copy_)

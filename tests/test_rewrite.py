@@ -87,7 +87,8 @@ def products(graph: torch.fx.Graph) -> list[str]:
 
 def run_captured(captured, model: nn.Module, inputs: list[torch.Tensor]):
     """The captured (rewritten) graph itself, run on the model's parameters and the inputs."""
-    values = [model.get_parameter(i.target) if i.kind == "param" else inputs[i.target] for i in captured.inputs]
+    values = [model.get_parameter(i.target) if i.kind == "param" else model.get_buffer(i.target)
+              if i.kind == "buffer" else inputs[i.target] for i in captured.inputs]
     out = torch.fx.GraphModule(nn.Module(), captured.graph)(*values)
     return out if isinstance(out, (tuple, list)) else (out,)
 
@@ -194,6 +195,9 @@ ATTENTION = {  # name: (forward, inputs, the scale the attention call gets)
                                                        v), qkv, 0.5),
     "scores_divided": (lambda m, q, k, v: torch.softmax(torch.bmm(q, k.transpose(2, 1)) / 4.0, 2).bmm(v), qkv, 0.25),
     "multihead_attention": (lambda m, x: m.attention(x, x, x)[0], lambda: (torch.randn(L, 3, 8),), None),
+    # a causal GPT's mask (minGPT): attn_mask = tril != 0, 4-D matmuls
+    "causal_masked_fill": (lambda m, q, k, v: torch.softmax((q @ k.transpose(-2, -1) * 0.5).masked_fill(
+        m.tril[:, :, :L, :S] == 0, float("-inf")), dim=-1) @ v, lambda: qkv((2, 3)), 0.5),
 }
 
 
@@ -202,6 +206,7 @@ class Attentions(nn.Module):
         super().__init__()
         torch.manual_seed(0)
         self.attention = nn.MultiheadAttention(8, 2)  # need_weights=True: eager multiplies the products out
+        self.register_buffer("tril", torch.tril(torch.ones(S, S)).view(1, 1, S, S))
         self.body = forward
 
     def forward(self, *inputs):
@@ -222,6 +227,9 @@ def test_products_with_a_softmax_between_become_one_attention_call(name):
     assert products(captured.graph) == [] or name == "multihead_attention"  # (its projections are linears)
     if scale is not None:
         assert calls[0].kwargs["scale"] == pytest.approx(scale)
+    mask = calls[0].kwargs.get("attn_mask")
+    assert (mask is not None) == (name == "causal_masked_fill")
+    assert mask is None or str(mask.target) == "aten.ne.Scalar"  # `tril == 0` dropped keys: `tril != 0` kept ones
     with torch.no_grad():
         got, want = run_captured(captured, model, inputs), model(*inputs)
     torch.testing.assert_close(got[0], want if isinstance(want, torch.Tensor) else want[0], rtol=1e-5, atol=1e-5)
@@ -237,6 +245,8 @@ KEPT_ATTENTION = {  # name: (forward, inputs, why the products stay)
     "tensor_scale": (lambda m, q, k, v, s: torch.bmm(torch.softmax(torch.bmm(q, k.transpose(1, 2)) * s, -1), v),
                      lambda: (*qkv(), torch.randn(L, S)), "not a number"),
     "weights_returned": (lambda m, x: m.attention(x, x, x), lambda: (torch.randn(L, 3, 8),), "the weights read them"),
+    "filled_with_a_number": (lambda m, q, k, v: torch.softmax(torch.bmm(q, k.transpose(1, 2)).masked_fill(
+        m.tril[0, 0, :L, :S] == 0, -1e9), -1) @ v, qkv, "a row of fills is uniform, not NaN: not a mask"),
 }
 
 

@@ -20,7 +20,9 @@ heads, four passes over 8.6 GB. A factor on Q before the product or on the score
 rounding of the score where eager had one of Q: far inside 1e-4, the products being fp32 either way). Only where the
 scores, the scaled Q and the probabilities have no other reader (attention weights returned keep eager's products),
 K^T is K transposed in its last two dims, the softmax is over the last dim without a dtype, every value is fp32, and
-Q, K and V have one rank of at least 3 with the same batch dims.
+Q, K and V have one rank of at least 3 with the same batch dims. A `masked_fill(condition, -inf)` of the scaled
+scores (a causal GPT's `tril == 0`) becomes the boolean attn_mask `logical_not(condition)` (`tril != 0`): the same
+scores drop out.
 """
 
 from __future__ import annotations
@@ -205,6 +207,7 @@ class _Attention:
     v: torch.fx.Node
     scale: float
     dead: list[torch.fx.Node]        # what `out` was computed through, erased with it (in this order)
+    dropped: torch.fx.Node | None    # a masked_fill's condition: where the scores are -inf
 
 
 def _attention(out: torch.fx.Node) -> _Attention | None:
@@ -220,13 +223,19 @@ def _attention(out: torch.fx.Node) -> _Attention | None:
         return None
     if str(probabilities.target) == "aten.softmax.int" and len(probabilities.args) > 2 and probabilities.args[2]:
         return None  # (a dtype)
-    scores, scale, dead = probabilities.args[0], 1.0, [out, probabilities]
+    scores, scale, dead, dropped = probabilities.args[0], 1.0, [out, probabilities], None
     if not isinstance(scores, torch.fx.Node) or _val(scores) is None:
         return None
+    if str(scores.target) == "aten.masked_fill.Scalar" and _only_reader(scores, probabilities) \
+            and scores.args[2] == -math.inf and isinstance(scores.args[1], torch.fx.Node) \
+            and _val(scores.args[1]) is not None and _val(scores.args[1]).dtype == torch.bool:
+        dropped = scores.args[1]
+        dead.append(scores)
+        scores = scores.args[0]
     rank = _val(scores).dim()
     if probabilities.args[1] % rank != rank - 1:
         return None
-    if str(scores.target) in SCALINGS and _only_reader(scores, probabilities) \
+    if str(scores.target) in SCALINGS and _only_reader(scores, dead[-1]) \
             and _scaling(scores, scores.args[0] if isinstance(scores.args[0], torch.fx.Node) else scores.args[1]):
         source = scores.args[0] if isinstance(scores.args[0], torch.fx.Node) else scores.args[1]
         scale *= _factor(scores, source)
@@ -254,7 +263,17 @@ def _attention(out: torch.fx.Node) -> _Attention | None:
     shapes = [_val(t).shape for t in (q, k, v)]
     if rank < 3 or any(len(shape) != rank for shape in shapes) or not shapes[0][:-2] == shapes[1][:-2] == shapes[2][:-2]:
         return None
-    return _Attention(out, q, k, v, scale, dead)
+    if dropped is not None and _val(dropped).dim() > rank:
+        return None
+    return _Attention(out, q, k, v, scale, dead, dropped)
+
+
+def _keys_kept(graph: torch.fx.Graph, dropped: torch.fx.Node) -> torch.fx.Node:
+    """The attn_mask of a masked_fill's condition: `x != c` for `x == c` read by the fill alone (one op on the mask,
+    not two), else `logical_not(condition)`."""
+    if str(dropped.target) == "aten.eq.Scalar" and len(dropped.users) == 1 and not dropped.kwargs:
+        return _call(graph, torch.ops.aten.ne.Scalar, tuple(dropped.args), "keys_kept")
+    return _call(graph, torch.ops.aten.logical_not.default, (dropped,), "keys_kept")
 
 
 def products_with_softmax_as_attention(graph_module: torch.fx.GraphModule) -> int:
@@ -269,12 +288,17 @@ def products_with_softmax_as_attention(graph_module: torch.fx.GraphModule) -> in
         if found is None:
             continue
         with graph.inserting_before(found.out):
+            kwargs = {"scale": found.scale}
+            if found.dropped is not None:
+                kwargs["attn_mask"] = _keys_kept(graph, found.dropped)
             attention = graph.create_node("call_function", torch.ops.aten.scaled_dot_product_attention.default,
-                                          (found.q, found.k, found.v), {"scale": found.scale}, name="attention")
+                                          (found.q, found.k, found.v), kwargs, name="attention")
         attention.meta["val"] = found.out.meta["val"]  # (the same shape: L x Ev per batch entry)
         found.out.replace_all_uses_with(attention)
         for dead in found.dead:
             graph.erase_node(dead)
+        if found.dropped is not None and not found.dropped.users:
+            graph.erase_node(found.dropped)  # (an `==` now read as `!=`)
         done += 1
     if done:
         graph.lint()

@@ -1,8 +1,10 @@
 """Fused attention: scaled_dot_product_attention as one kernel that never materialises the score matrix.
 
-softmax(Q K^T * scale [causal mask]) V for fp32 q (..., L, E), k (..., S, E), v (..., S, Ev), with equal batch dims,
-no attention mask, no dropout, no GQA; the default scale 1/sqrt(E) or an explicit one; is_causal (PyTorch's
-top-left aligned lower triangle: query i sees keys j <= i).
+softmax(Q K^T * scale [causal mask] [boolean mask]) V for fp32 q (..., L, E), k (..., S, E), v (..., S, Ev), with
+equal batch dims, no dropout, no GQA; the default scale 1/sqrt(E) or an explicit one; is_causal (PyTorch's
+top-left aligned lower triangle: query i sees keys j <= i); a boolean attn_mask that broadcasts to (..., L, S)
+(True: the key takes part, as in PyTorch), read per score (a causal GPT's `masked_fill(tril == 0, -inf)`, rewritten
+so at capture: kfuse/compiler/rewrite.py). A float mask stays ATen's.
 
 CUDA: flash-attention style. A block owns 64 query rows of one batch entry; it walks the keys in blocks of 64:
 S = Q K^T (fp32 FFMA, Q and K transposed in shared memory so each thread reads float4 rows), an online softmax per
@@ -36,6 +38,7 @@ class AttentionKernel:
     node: torch.fx.Node
     causal: bool
     scale: float | None           # None: 1 / sqrt(E), read at run time
+    mask: torch.fx.Node | None = None  # a boolean attn_mask
 
     @property
     def ops(self) -> list[str]:
@@ -43,7 +46,7 @@ class AttentionKernel:
 
     @property
     def inputs(self) -> list[str]:
-        return [a.name for a in self.node.args[:3]]
+        return [a.name for a in self.node.args[:3]] + ([self.mask.name] if self.mask is not None else [])
 
 
 def _bound(node: torch.fx.Node) -> dict:
@@ -53,8 +56,7 @@ def _bound(node: torch.fx.Node) -> dict:
 
 def spec_for(node: torch.fx.Node) -> AttentionKernel:
     p = _bound(node)
-    if p["attn_mask"] is not None:
-        raise Unsupported("with an attention mask")
+    mask = p["attn_mask"]
     if p["dropout_p"] != 0.0:
         raise Unsupported("with dropout")
     if p["enable_gqa"]:
@@ -71,7 +73,14 @@ def spec_for(node: torch.fx.Node) -> AttentionKernel:
     scale = p["scale"]
     if scale is not None and not isinstance(scale, (int, float)):
         raise Unsupported(f"with scale={scale!r}")
-    return AttentionKernel("", node, bool(p["is_causal"]), None if scale is None else float(scale))
+    if mask is not None:
+        mm = tensor_meta(mask) if isinstance(mask, torch.fx.Node) else None
+        if mm is None or mm.dtype != torch.bool:
+            raise Unsupported("with a float or non-tensor attention mask")
+        target = tuple(mq.shape[:-1]) + (mk.shape[-2],)
+        if mm.dim() > len(target) or any(m not in (1, t) for m, t in zip(reversed(mm.shape), reversed(target))):
+            raise Unsupported("with an attention mask that does not broadcast to (..., L, S)")
+    return AttentionKernel("", node, bool(p["is_causal"]), None if scale is None else float(scale), mask)
 
 
 def unfused_reason(node: torch.fx.Node) -> str | None:
@@ -107,6 +116,8 @@ struct AttnGeom {
     int64_t batches, L, S, E, Ev;
     float scale;
     bool causal;
+    const bool* mask;          // a boolean attn_mask (true: the key takes part), or nullptr
+    int64_t mask_bs[KF_MAX_DIMS], mask_row, mask_col;  // its strides, 0 along broadcast dims
 };
 }  // namespace kf
 """
@@ -142,7 +153,29 @@ inline AttnGeom attn_geometry(const at::Tensor& q, const at::Tensor& k, const at
     TORCH_CHECK(k.size(r - 1) == g.E && v.size(r - 2) == g.S, "kfuse attention: key/value shapes do not match");
     g.scale = (float)scale;
     g.causal = causal;
+    g.mask = nullptr;
+    for (int d = 0; d < KF_MAX_DIMS; ++d) g.mask_bs[d] = 0;
+    g.mask_row = g.mask_col = 0;
     return g;
+}
+// A boolean mask read as if expanded to (batch dims..., L, S): its dims aligned at the right, stride 0 where it
+// broadcasts.
+inline void attn_set_mask(AttnGeom& g, const at::Tensor& mask) {
+    TORCH_CHECK(mask.scalar_type() == at::kBool, "kfuse attention: the mask must be boolean");
+    const int64_t r = g.nb + 2, mr = mask.dim();
+    TORCH_CHECK(mr <= r, "kfuse attention: the mask has more dims than the scores");
+    int64_t strides[KF_MAX_DIMS + 2];
+    for (int64_t d = 0; d < r; ++d) {
+        const int64_t at_d = d - (r - mr);
+        const int64_t want = d < g.nb ? g.bsz[d] : d == g.nb ? g.L : g.S;
+        const int64_t size = at_d >= 0 ? mask.size(at_d) : 1;
+        TORCH_CHECK(size == want || size == 1, "kfuse attention: the mask does not broadcast to the scores");
+        strides[d] = at_d >= 0 && size != 1 ? mask.stride(at_d) : 0;
+    }
+    for (int d = 0; d < g.nb; ++d) g.mask_bs[d] = strides[d];
+    g.mask_row = strides[g.nb];
+    g.mask_col = strides[g.nb + 1];
+    g.mask = mask.data_ptr<bool>();
 }
 // The output shape: q's batch dims and rows, v's features.
 inline std::vector<int64_t> attn_out_shape(const at::Tensor& q, const at::Tensor& v) {
@@ -161,13 +194,14 @@ inline void attention_cpu(const AttnView& q, const AttnView& k, const AttnView& 
         std::vector<double> p((size_t)std::max<int64_t>(g.S, 1)), acc((size_t)std::max<int64_t>(g.Ev, 1));
         for (int64_t row = begin; row < end; ++row) {
             const int64_t b = row / g.L, i = row % g.L;
-            int64_t qo = 0, ko = 0, vo = 0, rest = b;
+            int64_t qo = 0, ko = 0, vo = 0, mo = 0, rest = b;
             for (int d = g.nb - 1; d >= 0; --d) {
                 const int64_t c = rest % g.bsz[d];
                 rest /= g.bsz[d];
                 qo += c * q.bs[d];
                 ko += c * k.bs[d];
                 vo += c * v.bs[d];
+                if (g.mask) mo += c * g.mask_bs[d];
             }
             const int64_t keys = g.causal ? std::min<int64_t>(g.S, i + 1) : g.S;
             double m = -INFINITY;
@@ -175,7 +209,8 @@ inline void attention_cpu(const AttnView& q, const AttnView& k, const AttnView& 
                 double dot = 0.0;
                 for (int64_t e = 0; e < g.E; ++e)
                     dot += (double)q.data[qo + i * q.row + e * q.col] * (double)k.data[ko + j * k.row + e * k.col];
-                p[j] = dot * (double)g.scale;
+                const bool dropped = g.mask && !g.mask[mo + i * g.mask_row + j * g.mask_col];
+                p[j] = dropped ? -INFINITY : dot * (double)g.scale;
                 m = std::max(m, p[j]);
             }
             double l = 0.0;
@@ -183,6 +218,7 @@ inline void attention_cpu(const AttnView& q, const AttnView& k, const AttnView& 
                 p[j] = (m == -INFINITY) ? 0.0 : std::exp(p[j] - m);
                 l += p[j];
             }
+            // (every key masked: l = 0 and the row is 0/0, NaN, as eager's softmax over -inf scores gives)
             for (int64_t c = 0; c < g.Ev; ++c) acc[c] = 0.0;
             for (int64_t j = 0; j < keys; ++j)
                 for (int64_t c = 0; c < g.Ev; ++c) acc[c] += p[j] * (double)v.data[vo + j * v.row + c * v.col];
@@ -254,6 +290,7 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
     const int64_t b = blockIdx.x / tiles;
     const int64_t i0 = (blockIdx.x % tiles) * ATT_BM;
     index_t qo = 0, ko = 0, vo = 0;
+    int64_t mo = 0;  // the mask's offset for this batch entry
     {
         int64_t rest = b;
         #pragma unroll  // constant indices into g, q, k, v: a loop variable there put them in local memory
@@ -264,6 +301,7 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
             qo += (index_t)c * (index_t)q.bs[d];
             ko += (index_t)c * (index_t)k.bs[d];
             vo += (index_t)c * (index_t)v.bs[d];
+            mo += c * g.mask_bs[d];  // (0 without a mask)
         }
     }
     att_load_transposed<index_t>(Qt, q, qo, i0, g.L, g.E, Dp);  // zero-padded: rows past L, features past E
@@ -327,7 +365,8 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
 #pragma unroll
             for (int c = 0; c < 4; ++c) {
                 const int64_t key = j0 + tx * 4 + c;
-                const bool masked = key >= g.S || (g.causal && key > row);
+                const bool masked = key >= g.S || (g.causal && key > row)
+                                    || (g.mask && row < g.L && !g.mask[mo + row * g.mask_row + key * g.mask_col]);
                 s[r][c] = masked ? -INFINITY : s[r][c] * g.scale;
                 top = fmaxf(top, s[r][c]);
             }
@@ -424,8 +463,9 @@ def _fallback(kernel: AttentionKernel) -> str:
     """ATen's operator with the same arguments (inside an `if` of the host function)."""
     scale = "c10::IValue()" if kernel.scale is None else f"c10::IValue({kernel.scale!r})"
     causal = "true" if kernel.causal else "false"
+    mask = "mask" if kernel.mask is not None else "c10::IValue()"
     return ("        static const c10::OperatorHandle sdpa = kf::aten(\"aten::scaled_dot_product_attention\", \"\");\n"
-            f"        return kf::call(sdpa, {{q, k, v, c10::IValue(), c10::IValue(0.0), c10::IValue({causal}), "
+            f"        return kf::call(sdpa, {{q, k, v, {mask}, c10::IValue(0.0), c10::IValue({causal}), "
             f"{scale}, c10::IValue(false)}})[0].toTensor();\n")
 
 
@@ -433,9 +473,12 @@ def _host(kernel: AttentionKernel, target: str) -> str:
     n = kernel.name
     scale = "1.0 / std::sqrt((double)q.size(-1))" if kernel.scale is None else repr(kernel.scale)
     causal = "true" if kernel.causal else "false"
+    masked = ", a boolean mask" if kernel.mask is not None else ""
+    mask_param = ", const at::Tensor& mask" if kernel.mask is not None else ""
+    set_mask = "    kf::attn_set_mask(g, mask);\n" if kernel.mask is not None else ""
     if target == "cuda":
         run = (f"    int64_t worst = 0;  // 32-bit offsets only when every buffer fits\n"
-               f"    const at::Tensor* buffers[4] = {{&q, &k, &v, &out}};\n"
+               f"    const at::Tensor* buffers[4] = {{&q, &k, &v, &out}};  // (the mask's offsets are 64-bit)\n"
                f"    for (const at::Tensor* t : buffers) {{\n"
                f"        int64_t off = 0;\n"
                f"        for (int64_t d = 0; d < t->dim(); ++d) off += (t->size(d) - 1) * t->stride(d);\n"
@@ -453,10 +496,11 @@ def _host(kernel: AttentionKernel, target: str) -> str:
                "    }\n"
                "    kf::attention_cpu(qv, kv, vv, out.data_ptr<float>(), g);\n")
     return f"""
-// {n}: aten.scaled_dot_product_attention (is_causal={kernel.causal}, scale={kernel.scale or '1/sqrt(E)'}) in one
-// kernel: scores, softmax and the weighted sum of values, never writing the L x S score matrix
-at::Tensor {n}(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {{
-    const kf::AttnGeom g = kf::attn_geometry(q, k, v, {scale}, {causal});
+// {n}: aten.scaled_dot_product_attention (is_causal={kernel.causal}, scale={kernel.scale or '1/sqrt(E)'}{masked}) in
+// one kernel: scores, softmax and the weighted sum of values, never writing the L x S score matrix
+at::Tensor {n}(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v{mask_param}) {{
+    kf::AttnGeom g = kf::attn_geometry(q, k, v, {scale}, {causal});
+{set_mask}
     at::Tensor out = kf::empty(kf::attn_out_shape(q, v), q.options());
     if (out.numel() == 0) return out;
     const kf::AttnView qv = kf::attn_view(q, g.nb), kv = kf::attn_view(k, g.nb), vv = kf::attn_view(v, g.nb);
