@@ -274,10 +274,13 @@ __device__ __forceinline__ void att_load_transposed(float* dst, const AttnView& 
 }
 
 // Shared memory (floats): Qt[Dp][64] (Q transposed), Kt[Dp][64] (K transposed), V[64][128], Pt[64][64] (P
-// transposed: column j of P is one float4-readable row).
-template <typename index_t>
+// transposed: column j of P is one float4-readable row). WIDE: value columns 64-127 too (Ev > 64); without it a
+// thread's second 4 columns, zero for Ev <= 64, are neither loaded nor multiplied: P V was 4 times Q K^T's
+// multiply-adds at any Ev, for 31_VisionAttention's Ev = 32 three quarters of them on zeros.
+template <typename index_t, bool WIDE>
 __global__ void __launch_bounds__(ATT_THREADS)
 attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnGeom g, int Dp) {
+    constexpr int VCOLS = WIDE ? ATT_MAX_D : 64, VC = WIDE ? 8 : 4;  // value columns loaded; per thread
     extern __shared__ float4 att_smem4[];
     float* smem = reinterpret_cast<float*>(att_smem4);
     float* Qt = smem;
@@ -319,8 +322,8 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
     for (int64_t j0 = 0; j0 < key_end; j0 += ATT_BN) {
         __syncthreads();  // the previous step's readers of Kt, Vs and Pt are done
         att_load_transposed<index_t>(Kt, k, ko, j0, g.S, g.E, Dp);
-        for (int idx = t; idx < ATT_BN * (ATT_MAX_D / 4); idx += ATT_THREADS) {  // V as it is, zero-padded
-            const int j = idx / (ATT_MAX_D / 4), c = (idx % (ATT_MAX_D / 4)) * 4;
+        for (int idx = t; idx < ATT_BN * (VCOLS / 4); idx += ATT_THREADS) {  // V as it is, zero-padded
+            const int j = idx / (VCOLS / 4), c = (idx % (VCOLS / 4)) * 4;
             const int64_t key = j0 + j;
             float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (key < g.S && c < g.Ev) {
@@ -383,7 +386,7 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
             l[r] = l[r] * alpha + att_half_warp_sum(sum);
             m[r] = m_new;
 #pragma unroll
-            for (int c = 0; c < 8; ++c) o[r][c] *= alpha;
+            for (int c = 0; c < VC; ++c) o[r][c] *= alpha;
         }
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
@@ -399,13 +402,13 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
             const float4 p0 = *reinterpret_cast<const float4*>(Pt + j * ATT_BM + ty * 8);
             const float4 p1 = *reinterpret_cast<const float4*>(Pt + j * ATT_BM + ty * 8 + 4);
             const float4 v0 = *reinterpret_cast<const float4*>(Vs + j * ATT_MAX_D + tx * 4);
-            const float4 v1 = *reinterpret_cast<const float4*>(Vs + j * ATT_MAX_D + 64 + tx * 4);
+            const float4 v1 = WIDE ? *reinterpret_cast<const float4*>(Vs + j * ATT_MAX_D + 64 + tx * 4) : v0;
             const float pp[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
             const float vv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
 #pragma unroll
             for (int r = 0; r < 8; ++r)
 #pragma unroll
-                for (int c = 0; c < 8; ++c) o[r][c] = fmaf(pp[r], vv[c], o[r][c]);
+                for (int c = 0; c < VC; ++c) o[r][c] = fmaf(pp[r], vv[c], o[r][c]);
         }
     }
 
@@ -440,12 +443,15 @@ bool attention_launch(const AttnView& q, const AttnView& k, const AttnView& v, f
     if (cudaGetDevice(&device) != cudaSuccess || device >= 256) return false;
     if (!opted_in[device]) {
         const int most = (int)(sizeof(float) * (2 * ATT_MAX_D * ATT_BM + ATT_BN * ATT_MAX_D + ATT_BN * ATT_BM));
-        opted_in[device] =
-            cudaFuncSetAttribute(attention_fwd<int32_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) == cudaSuccess &&
-            cudaFuncSetAttribute(attention_fwd<int64_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) == cudaSuccess;
+        const auto opt_in = [most](const void* kernel) {
+            return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most) == cudaSuccess;
+        };
+        opted_in[device] = opt_in((const void*)attention_fwd<int32_t, true>) && opt_in((const void*)attention_fwd<int64_t, true>)
+                           && opt_in((const void*)attention_fwd<int32_t, false>) && opt_in((const void*)attention_fwd<int64_t, false>);
     }
-    if (small_index) attention_fwd<int32_t><<<(unsigned)blocks, ATT_THREADS, bytes, stream>>>(q, k, v, out, g, Dp);
-    else attention_fwd<int64_t><<<(unsigned)blocks, ATT_THREADS, bytes, stream>>>(q, k, v, out, g, Dp);
+    const auto kernel = g.Ev > 64 ? (small_index ? attention_fwd<int32_t, true> : attention_fwd<int64_t, true>)
+                                  : (small_index ? attention_fwd<int32_t, false> : attention_fwd<int64_t, false>);
+    kernel<<<(unsigned)blocks, ATT_THREADS, bytes, stream>>>(q, k, v, out, g, Dp);
     return true;
 }
 }  // namespace kf
