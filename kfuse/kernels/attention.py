@@ -320,6 +320,16 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
     }
     const int64_t key_end = g.causal ? (i0 + ATT_BM < g.S ? i0 + ATT_BM : g.S) : g.S;
     for (int64_t j0 = 0; j0 < key_end; j0 += ATT_BN) {
+        if (g.mask) {
+            // A tile the mask drops whole adds exp(-inf) = 0 to every sum: skipped (a causal mask's upper half).
+            // Reading its 64 x 64 flags costs little beside the tile's 64 x 64 x (E + Ev) multiply-adds.
+            int kept = 0;
+            for (int idx = t; idx < ATT_BM * ATT_BN && !kept; idx += ATT_THREADS) {
+                const int64_t row = i0 + idx / ATT_BN, key = j0 + idx % ATT_BN;
+                kept = row < g.L && key < g.S && g.mask[mo + row * g.mask_row + key * g.mask_col];
+            }
+            if (!__syncthreads_or(kept)) continue;  // (uniform: every thread skips; the barrier below still pairs)
+        }
         __syncthreads();  // the previous step's readers of Kt, Vs and Pt are done
         att_load_transposed<index_t>(Kt, k, ko, j0, g.S, g.E, Dp);
         for (int idx = t; idx < ATT_BN * (VCOLS / 4); idx += ATT_THREADS) {  // V as it is, zero-padded
