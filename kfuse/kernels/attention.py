@@ -6,13 +6,13 @@ top-left aligned lower triangle: query i sees keys j <= i); a boolean attn_mask 
 (True: the key takes part, as in PyTorch), read per score (a causal GPT's `masked_fill(tril == 0, -inf)`, rewritten
 so at capture: kfuse/compiler/rewrite.py). A float mask stays ATen's.
 
-CUDA: flash-attention style. A block owns 64 query rows of one batch entry; it walks the keys in blocks of 64:
-S = Q K^T (fp32 FFMA, Q and K transposed in shared memory so each thread reads float4 rows), an online softmax per
-row (running max m and sum l; the partial output is rescaled by exp(m_old - m_new) when the max grows), then
-O += P V with P and V in shared memory. 128 threads: a thread holds 8 query rows x 4 key columns of S and 8 rows x
-8 columns of O (head dims up to 128, in registers); the 16 threads that share rows reduce a row's max and sum with
-half-warp shuffles. Every thread's order of operations is fixed: results are deterministic. Shapes the kernel does
-not cover at run time (head dim > 128, no keys) call ATen's operator instead.
+CUDA: flash-attention style on tensor cores. A block owns 64 query rows of one batch entry (4 warps of 16 rows); it
+walks the keys in blocks of 64: S = Q K^T, an online softmax per row in base 2 (running max m and sum l; the
+partial output is rescaled by 2^(m_old - m_new) when the max grows), then O += P V with P straight from S's
+registers. Both products are 3xTF32 `mma.sync` MMAs (every operand split into big and small TF32 parts, three MMAs
+per product: fp32-faithful, as kfuse's GEMMs), head dims up to 128. The fp32 FFMA kernel it replaced ran
+31_VisionAttention's head dim 32 at ~13 TFLOPS. Every thread's order of operations is fixed: results are
+deterministic. Shapes the kernel does not cover at run time (head dim > 128, no keys) call ATen's operator instead.
 
 CPU: one query row per iteration of at::parallel_for; scores, softmax and the weighted sum in double.
 """
@@ -230,65 +230,80 @@ inline void attention_cpu(const AttnView& q, const AttnView& k, const AttnView& 
 }  // namespace kf
 """
 
-# The CUDA kernel: 64 query rows x 64 keys per step, 128 threads, head dims up to 128 (padded to a multiple of 4
-# with zeros in shared memory).
+# The CUDA kernel: 64 query rows x 64 keys per step on tensor cores (3xTF32), 128 threads, head dims up to 128.
 ATTENTION_CUDA = r"""
 namespace kf {
 constexpr int ATT_BM = 64, ATT_BN = 64, ATT_THREADS = 128, ATT_MAX_D = 128;
 
-__device__ __forceinline__ float att_half_warp_max(float x) {
-    for (int off = 8; off > 0; off >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
-    return x;
+// x = big + small exactly: big keeps the top 10 significand bits (a TF32 number); the MMA reads small truncated to
+// TF32. The product of two split numbers taken as three MMAs (small*big, big*small, big*big; the small terms first,
+// so the big one does not swallow them) stays within ~2^-20 of fp32's, as kfuse's GEMMs (DESIGN.md §5).
+__device__ __forceinline__ void att_split(float x, uint32_t& big, uint32_t& small) {
+    big = __float_as_uint(x) & 0xffffe000u;
+    small = __float_as_uint(x - __uint_as_float(big));
 }
-__device__ __forceinline__ float att_half_warp_sum(float x) {
-    for (int off = 8; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
-    return x;
+__device__ __forceinline__ void att_mma(float* c, const uint32_t* a, const uint32_t* b) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void att_mma3(float* c, const uint32_t* a_big, const uint32_t* a_small,
+                                         const uint32_t* b_big, const uint32_t* b_small) {
+    att_mma(c, a_small, b_big);
+    att_mma(c, a_big, b_small);
+    att_mma(c, a_big, b_big);
+}
+__device__ __forceinline__ float att_quad_max(float x) {  // over the 4 lanes that hold one row's scores
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float att_quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// Rows [r0, r0 + 64) of one batch entry's (rows x E) matrix into shared memory transposed (dst[e * 64 + j]), zero
-// past the end: consecutive threads take consecutive rows, so the transposed stores hit 32 different banks; each
-// thread reads 4 neighbouring features (one float4 when the view allows).
+// Rows [r0, r0 + 64) of one batch entry's (rows x cols) matrix into dst[j * pitch + c] for c < padded, zero past
+// either end; each thread moves 4 neighbouring features (one float4 when the view allows).
 template <typename index_t>
-__device__ __forceinline__ void att_load_transposed(float* dst, const AttnView& m, index_t base, int64_t r0,
-                                                    int64_t rows, int64_t E, int Dp) {
-    for (int idx = threadIdx.x; idx < 64 * (Dp / 4); idx += ATT_THREADS) {
-        const int j = idx % 64, e = (idx / 64) * 4;
+__device__ __forceinline__ void att_load_rows(float* dst, int pitch, const AttnView& m, index_t base, int64_t r0,
+                                              int64_t rows, int64_t cols, int padded) {
+    const int quads = padded / 4;
+    for (int idx = threadIdx.x; idx < 64 * quads; idx += ATT_THREADS) {
+        const int j = idx / quads, c = (idx % quads) * 4;
         const int64_t r = r0 + j;
         float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (r < rows) {
+        if (r < rows && c < cols) {
             const float* src = m.data + base + (index_t)r * (index_t)m.row;
             if (m.vec) {
-                x = *reinterpret_cast<const float4*>(src + e);
+                x = *reinterpret_cast<const float4*>(src + c);
             } else {
-                x.x = e < E ? src[(index_t)e * (index_t)m.col] : 0.0f;
-                x.y = e + 1 < E ? src[(index_t)(e + 1) * (index_t)m.col] : 0.0f;
-                x.z = e + 2 < E ? src[(index_t)(e + 2) * (index_t)m.col] : 0.0f;
-                x.w = e + 3 < E ? src[(index_t)(e + 3) * (index_t)m.col] : 0.0f;
+                x.x = src[(index_t)c * (index_t)m.col];
+                x.y = c + 1 < cols ? src[(index_t)(c + 1) * (index_t)m.col] : 0.0f;
+                x.z = c + 2 < cols ? src[(index_t)(c + 2) * (index_t)m.col] : 0.0f;
+                x.w = c + 3 < cols ? src[(index_t)(c + 3) * (index_t)m.col] : 0.0f;
             }
         }
-        dst[(e + 0) * 64 + j] = x.x;
-        dst[(e + 1) * 64 + j] = x.y;
-        dst[(e + 2) * 64 + j] = x.z;
-        dst[(e + 3) * 64 + j] = x.w;
+        *reinterpret_cast<float4*>(dst + j * pitch + c) = x;
     }
 }
 
-// Shared memory (floats): Qt[Dp][64] (Q transposed), Kt[Dp][64] (K transposed), V[64][128], Pt[64][64] (P
-// transposed: column j of P is one float4-readable row). WIDE: value columns 64-127 too (Ev > 64); without it a
-// thread's second 4 columns, zero for Ev <= 64, are neither loaded nor multiplied: P V was 4 times Q K^T's
-// multiply-adds at any Ev, for 31_VisionAttention's Ev = 32 three quarters of them on zeros.
-template <typename index_t, bool WIDE>
+// Shared memory (floats): Q[64][qk_pitch], K[64][qk_pitch], V[64][v_pitch], row-major as in global memory.
+// Warp w owns query rows 16w..16w+15 of the block's 64; lane (gr = lane / 4, tq = lane % 4) holds rows gr and gr + 8
+// of them, and of each 8-column tile of S and O the columns 2tq and 2tq + 1 (the MMA's accumulator layout).
+// Inside one 8-deep MMA step the order of the summed index is free, so the fragments read it permuted: the MMA's
+// k = tq and tq + 4 are features (or keys) 2tq and 2tq + 1. Q and K fragments are then one 8-byte load each, and
+// P's accumulator registers are P V's A fragment as they are, with no shuffle. The pitches (qk_pitch = 8 mod 32,
+// v_pitch = 4 mod 32) put each load's 32 lanes in 32 banks. EV_TILES: value columns / 8 (4, 8 or 16).
+template <typename index_t, int EV_TILES>
 __global__ void __launch_bounds__(ATT_THREADS)
-attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnGeom g, int Dp) {
-    constexpr int VCOLS = WIDE ? ATT_MAX_D : 64, VC = WIDE ? 8 : 4;  // value columns loaded; per thread
+attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnGeom g, int Dp, int qk_pitch,
+              int v_pitch) {
     extern __shared__ float4 att_smem4[];
-    float* smem = reinterpret_cast<float*>(att_smem4);
-    float* Qt = smem;
-    float* Kt = Qt + Dp * ATT_BM;
-    float* Vs = Kt + Dp * ATT_BN;
-    float* Pt = Vs + ATT_BN * ATT_MAX_D;
+    float* Qs = reinterpret_cast<float*>(att_smem4);
+    float* Ks = Qs + ATT_BM * qk_pitch;
+    float* Vs = Ks + ATT_BN * qk_pitch;
 
-    const int t = threadIdx.x, tx = t % 16, ty = t / 16;   // S: rows ty*8..+8, keys tx*4..+4
+    const int t = threadIdx.x, warp = t / 32, gr = (t % 32) / 4, tq = t % 4;
     const int64_t tiles = (g.L + ATT_BM - 1) / ATT_BM;
     const int64_t b = blockIdx.x / tiles;
     const int64_t i0 = (blockIdx.x % tiles) * ATT_BM;
@@ -307,22 +322,21 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
             mo += c * g.mask_bs[d];  // (0 without a mask)
         }
     }
-    att_load_transposed<index_t>(Qt, q, qo, i0, g.L, g.E, Dp);  // zero-padded: rows past L, features past E
+    att_load_rows<index_t>(Qs, qk_pitch, q, qo, i0, g.L, g.E, Dp);  // zero-padded: rows past L, features past E
 
-    float o[8][8];
-    float m[8], l[8];
+    const int64_t rows[2] = {i0 + warp * 16 + gr, i0 + warp * 16 + gr + 8};
+    const float* q_row = Qs + (warp * 16 + gr) * qk_pitch + 2 * tq;
+    const float log2_scale = g.scale * 1.4426950408889634f;  // softmax in base 2: exp(x s) = 2^(x s log2 e)
+    float o[EV_TILES][4];
 #pragma unroll
-    for (int r = 0; r < 8; ++r) {
-        m[r] = -INFINITY;
-        l[r] = 0.0f;
+    for (int n = 0; n < EV_TILES; ++n)
 #pragma unroll
-        for (int c = 0; c < 8; ++c) o[r][c] = 0.0f;
-    }
+        for (int i = 0; i < 4; ++i) o[n][i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's share of the row's sum
     const int64_t key_end = g.causal ? (i0 + ATT_BM < g.S ? i0 + ATT_BM : g.S) : g.S;
     for (int64_t j0 = 0; j0 < key_end; j0 += ATT_BN) {
         if (g.mask) {
             // A tile the mask drops whole adds exp(-inf) = 0 to every sum: skipped (a causal mask's upper half).
-            // Reading its 64 x 64 flags costs little beside the tile's 64 x 64 x (E + Ev) multiply-adds.
             int kept = 0;
             for (int idx = t; idx < ATT_BM * ATT_BN && !kept; idx += ATT_THREADS) {
                 const int64_t row = i0 + idx / ATT_BN, key = j0 + idx % ATT_BN;
@@ -330,109 +344,103 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
             }
             if (!__syncthreads_or(kept)) continue;  // (uniform: every thread skips; the barrier below still pairs)
         }
-        __syncthreads();  // the previous step's readers of Kt, Vs and Pt are done
-        att_load_transposed<index_t>(Kt, k, ko, j0, g.S, g.E, Dp);
-        for (int idx = t; idx < ATT_BN * (VCOLS / 4); idx += ATT_THREADS) {  // V as it is, zero-padded
-            const int j = idx / (VCOLS / 4), c = (idx % (VCOLS / 4)) * 4;
-            const int64_t key = j0 + j;
-            float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (key < g.S && c < g.Ev) {
-                const float* src = v.data + vo + (index_t)key * (index_t)v.row;
-                if (v.vec) {
-                    x = *reinterpret_cast<const float4*>(src + c);
-                } else {
-                    x.x = src[(index_t)c * (index_t)v.col];
-                    x.y = c + 1 < g.Ev ? src[(index_t)(c + 1) * (index_t)v.col] : 0.0f;
-                    x.z = c + 2 < g.Ev ? src[(index_t)(c + 2) * (index_t)v.col] : 0.0f;
-                    x.w = c + 3 < g.Ev ? src[(index_t)(c + 3) * (index_t)v.col] : 0.0f;
-                }
-            }
-            *reinterpret_cast<float4*>(Vs + j * ATT_MAX_D + c) = x;
-        }
+        __syncthreads();  // the previous step's readers of Ks and Vs are done
+        att_load_rows<index_t>(Ks, qk_pitch, k, ko, j0, g.S, g.E, Dp);
+        att_load_rows<index_t>(Vs, v_pitch, v, vo, j0, g.S, g.Ev, EV_TILES * 8);  // keys past S: zero rows
         __syncthreads();
 
-        // S = Q K^T for rows ty*8..+8, keys tx*4..+4
+        // S = Q K^T: this warp's 16 rows x 64 keys, 8 accumulator tiles
         float s[8][4];
 #pragma unroll
-        for (int r = 0; r < 8; ++r)
+        for (int n = 0; n < 8; ++n)
 #pragma unroll
-            for (int c = 0; c < 4; ++c) s[r][c] = 0.0f;
-#pragma unroll 4
-        for (int e = 0; e < Dp; ++e) {
-            const float4 a0 = *reinterpret_cast<const float4*>(Qt + e * ATT_BM + ty * 8);
-            const float4 a1 = *reinterpret_cast<const float4*>(Qt + e * ATT_BM + ty * 8 + 4);
-            const float4 kb = *reinterpret_cast<const float4*>(Kt + e * ATT_BN + tx * 4);
-            const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-            const float kk[4] = {kb.x, kb.y, kb.z, kb.w};
+            for (int i = 0; i < 4; ++i) s[n][i] = 0.0f;
+        for (int e = 0; e < Dp; e += 8) {
+            const float2 qa = *reinterpret_cast<const float2*>(q_row + e);
+            const float2 qb = *reinterpret_cast<const float2*>(q_row + 8 * qk_pitch + e);
+            uint32_t a_big[4], a_small[4];
+            att_split(qa.x, a_big[0], a_small[0]);
+            att_split(qb.x, a_big[1], a_small[1]);
+            att_split(qa.y, a_big[2], a_small[2]);
+            att_split(qb.y, a_big[3], a_small[3]);
 #pragma unroll
-            for (int r = 0; r < 8; ++r)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) s[r][c] = fmaf(a[r], kk[c], s[r][c]);
+            for (int n = 0; n < 8; ++n) {
+                const float2 kk = *reinterpret_cast<const float2*>(Ks + (n * 8 + gr) * qk_pitch + e + 2 * tq);
+                uint32_t b_big[2], b_small[2];
+                att_split(kk.x, b_big[0], b_small[0]);
+                att_split(kk.y, b_big[1], b_small[1]);
+                att_mma3(s[n], a_big, a_small, b_big, b_small);
+            }
         }
 
         // online softmax per row: scale, mask, new max, rescale the running sum and output
+        float top[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int r = 0; r < 8; ++r) {
-            const int64_t row = i0 + ty * 8 + r;
-            float top = -INFINITY;
+        for (int n = 0; n < 8; ++n)
 #pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                const int64_t key = j0 + tx * 4 + c;
+            for (int i = 0; i < 4; ++i) {
+                const int64_t row = rows[i / 2], key = j0 + n * 8 + 2 * tq + (i % 2);
                 const bool masked = key >= g.S || (g.causal && key > row)
                                     || (g.mask && row < g.L && !g.mask[mo + row * g.mask_row + key * g.mask_col]);
-                s[r][c] = masked ? -INFINITY : s[r][c] * g.scale;
-                top = fmaxf(top, s[r][c]);
+                s[n][i] = masked ? -INFINITY : s[n][i] * log2_scale;
+                top[i / 2] = fmaxf(top[i / 2], s[n][i]);
             }
-            top = att_half_warp_max(top);
-            const float m_new = fmaxf(m[r], top);
-            const float base = m_new == -INFINITY ? 0.0f : m_new;   // a row with no key yet: nothing to shift
-            const float alpha = expf(m[r] - base);
-            float sum = 0.0f;
+        float alpha[2], base[2];
 #pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                s[r][c] = expf(s[r][c] - base);
-                sum += s[r][c];
-            }
-            l[r] = l[r] * alpha + att_half_warp_sum(sum);
+        for (int r = 0; r < 2; ++r) {
+            const float m_new = fmaxf(m[r], att_quad_max(top[r]));
+            base[r] = m_new == -INFINITY ? 0.0f : m_new;   // a row with no key yet: nothing to shift
+            alpha[r] = exp2f(m[r] - base[r]);
             m[r] = m_new;
-#pragma unroll
-            for (int c = 0; c < VC; ++c) o[r][c] *= alpha;
+            l[r] *= alpha[r];
         }
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            *reinterpret_cast<float4*>(Pt + (tx * 4 + c) * ATT_BM + ty * 8) = make_float4(s[0][c], s[1][c], s[2][c], s[3][c]);
-            *reinterpret_cast<float4*>(Pt + (tx * 4 + c) * ATT_BM + ty * 8 + 4) = make_float4(s[4][c], s[5][c], s[6][c], s[7][c]);
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                s[n][i] = exp2f(s[n][i] - base[i / 2]);
+                l[i / 2] += s[n][i];
+            }
+        // O = O alpha + P V, one value tile at a time. P V of this key block starts from zero and joins O with an
+        // fp32 add: the tensor cores round (toward zero) each MMA's sum, and 16,384 keys of one chain of MMAs lost
+        // ~1e-4 of O that way (31_VisionAttention); 24 MMAs per chain keep it near fp32's.
+        // P's tile kk is the A fragment as it is (k = tq: key 2tq, k = tq + 4: key 2tq + 1).
+        uint32_t p_big[8][4], p_small[8][4];
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+            att_split(s[kk][0], p_big[kk][0], p_small[kk][0]);
+            att_split(s[kk][2], p_big[kk][1], p_small[kk][1]);
+            att_split(s[kk][1], p_big[kk][2], p_small[kk][2]);
+            att_split(s[kk][3], p_big[kk][3], p_small[kk][3]);
         }
-        __syncthreads();
-
-        // O += P V for rows ty*8..+8, value columns tx*4..+4 and 64 + tx*4..+4
-        const int jn = (int)(key_end - j0 < ATT_BN ? key_end - j0 : ATT_BN);
-#pragma unroll 4
-        for (int j = 0; j < jn; ++j) {
-            const float4 p0 = *reinterpret_cast<const float4*>(Pt + j * ATT_BM + ty * 8);
-            const float4 p1 = *reinterpret_cast<const float4*>(Pt + j * ATT_BM + ty * 8 + 4);
-            const float4 v0 = *reinterpret_cast<const float4*>(Vs + j * ATT_MAX_D + tx * 4);
-            const float4 v1 = WIDE ? *reinterpret_cast<const float4*>(Vs + j * ATT_MAX_D + 64 + tx * 4) : v0;
-            const float pp[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
-            const float vv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
 #pragma unroll
-            for (int r = 0; r < 8; ++r)
+        for (int n = 0; n < EV_TILES; ++n) {
+            float pv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-                for (int c = 0; c < VC; ++c) o[r][c] = fmaf(pp[r], vv[c], o[r][c]);
+            for (int kk = 0; kk < 8; ++kk) {
+                const float* v_rows = Vs + (kk * 8 + 2 * tq) * v_pitch + n * 8 + gr;
+                uint32_t b_big[2], b_small[2];
+                att_split(v_rows[0], b_big[0], b_small[0]);
+                att_split(v_rows[v_pitch], b_big[1], b_small[1]);
+                att_mma3(pv, p_big[kk], p_small[kk], b_big, b_small);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i) o[n][i] = fmaf(o[n][i], alpha[i / 2], pv[i]);
         }
     }
 
 #pragma unroll
-    for (int r = 0; r < 8; ++r) {
-        const int64_t row = i0 + ty * 8 + r;
-        if (row >= g.L) continue;
-        const float inv = 1.0f / l[r];
-        float* dst = out + ((int64_t)b * g.L + row) * g.Ev;
+    for (int r = 0; r < 2; ++r) {
+        const float inv = 1.0f / att_quad_sum(l[r]);  // (every key masked: 0 / 0, NaN, as eager's softmax gives)
+        if (rows[r] >= g.L) continue;
+        float* dst = out + ((int64_t)b * g.L + rows[r]) * g.Ev;
 #pragma unroll
-        for (int c = 0; c < 8; ++c) {
-            const int col = (c < 4 ? 0 : 64) + tx * 4 + (c % 4);
-            if (col < g.Ev) dst[col] = o[r][c] * inv;
-        }
+        for (int n = 0; n < EV_TILES; ++n)
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const int col = n * 8 + 2 * tq + i;
+                if (col < g.Ev) dst[col] = o[n][2 * r + i] * inv;
+            }
     }
 }
 
@@ -440,9 +448,11 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
 bool attention_launch(const AttnView& q, const AttnView& k, const AttnView& v, float* out, const AttnGeom& g,
                       bool small_index, cudaStream_t stream) {
     if (g.E > ATT_MAX_D || g.Ev > ATT_MAX_D || g.S == 0) return false;
-    const int Dp = (int)((g.E + 3) / 4 * 4);
-    const size_t bytes = sizeof(float) * ((size_t)Dp * ATT_BM + (size_t)Dp * ATT_BN + (size_t)ATT_BN * ATT_MAX_D
-                                          + (size_t)ATT_BN * ATT_BM);
+    const int Dp = (int)((g.E + 7) / 8 * 8);
+    const int qk_pitch = (Dp + 23) / 32 * 32 + 8;          // >= Dp, 8 mod 32
+    const int ev_tiles = g.Ev <= 32 ? 4 : g.Ev <= 64 ? 8 : 16;
+    const int v_pitch = (ev_tiles * 8 + 27) / 32 * 32 + 4;  // >= the columns loaded, 4 mod 32
+    const size_t bytes = sizeof(float) * ((size_t)(ATT_BM + ATT_BN) * qk_pitch + (size_t)ATT_BN * v_pitch);
     const int64_t blocks = g.batches * ((g.L + ATT_BM - 1) / ATT_BM);
     if (blocks == 0) return true;
     if (blocks > INT32_MAX) return false;
@@ -452,16 +462,18 @@ bool attention_launch(const AttnView& q, const AttnView& k, const AttnView& v, f
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess || device >= 256) return false;
     if (!opted_in[device]) {
-        const int most = (int)(sizeof(float) * (2 * ATT_MAX_D * ATT_BM + ATT_BN * ATT_MAX_D + ATT_BN * ATT_BM));
+        const int most = (int)(sizeof(float) * ((ATT_BM + ATT_BN) * 136 + ATT_BN * 132));
         const auto opt_in = [most](const void* kernel) {
             return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most) == cudaSuccess;
         };
-        opted_in[device] = opt_in((const void*)attention_fwd<int32_t, true>) && opt_in((const void*)attention_fwd<int64_t, true>)
-                           && opt_in((const void*)attention_fwd<int32_t, false>) && opt_in((const void*)attention_fwd<int64_t, false>);
+        opted_in[device] = opt_in((const void*)attention_fwd<int32_t, 4>) && opt_in((const void*)attention_fwd<int64_t, 4>)
+                           && opt_in((const void*)attention_fwd<int32_t, 8>) && opt_in((const void*)attention_fwd<int64_t, 8>)
+                           && opt_in((const void*)attention_fwd<int32_t, 16>) && opt_in((const void*)attention_fwd<int64_t, 16>);
     }
-    const auto kernel = g.Ev > 64 ? (small_index ? attention_fwd<int32_t, true> : attention_fwd<int64_t, true>)
-                                  : (small_index ? attention_fwd<int32_t, false> : attention_fwd<int64_t, false>);
-    kernel<<<(unsigned)blocks, ATT_THREADS, bytes, stream>>>(q, k, v, out, g, Dp);
+    const auto kernel = ev_tiles == 4 ? (small_index ? attention_fwd<int32_t, 4> : attention_fwd<int64_t, 4>)
+                        : ev_tiles == 8 ? (small_index ? attention_fwd<int32_t, 8> : attention_fwd<int64_t, 8>)
+                                        : (small_index ? attention_fwd<int32_t, 16> : attention_fwd<int64_t, 16>);
+    kernel<<<(unsigned)blocks, ATT_THREADS, bytes, stream>>>(q, k, v, out, g, Dp, qk_pitch, v_pitch);
     return true;
 }
 }  // namespace kf
