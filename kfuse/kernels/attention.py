@@ -7,11 +7,11 @@ top-left aligned lower triangle: query i sees keys j <= i); a boolean attn_mask 
 so at capture: kfuse/compiler/rewrite.py). A float mask stays ATen's.
 
 CUDA: flash-attention style on tensor cores. A block owns 64 query rows of one batch entry (4 warps of 16 rows); it
-walks the keys in blocks of 64: S = Q K^T, an online softmax per row in base 2 (running max m and sum l; the
-partial output is rescaled by 2^(m_old - m_new) when the max grows), then O += P V with P straight from S's
-registers. Both products are 3xTF32 `mma.sync` MMAs (every operand split into big and small TF32 parts, three MMAs
-per product: fp32-faithful, as kfuse's GEMMs), head dims up to 128. The fp32 FFMA kernel it replaced ran
-31_VisionAttention's head dim 32 at ~13 TFLOPS. Every thread's order of operations is fixed: results are
+walks the keys in blocks of 64 (32 past 64 value columns): S = Q K^T, an online softmax per row in base 2 (running
+max m and sum l; the partial output is rescaled by 2^(m_old - m_new) when the max grows), then O += P V with P
+straight from S's registers. Both products are 3xTF32 `mma.sync` MMAs (every operand split into big and small
+TF32 parts, three MMAs per product: fp32-faithful, as kfuse's GEMMs), head dims up to 128. The fp32 FFMA kernel it
+replaced ran 31_VisionAttention's head dim 32 at ~13 TFLOPS. Every thread's order of operations is fixed: results are
 deterministic. Shapes the kernel does not cover at run time (head dim > 128, no keys) call ATen's operator instead.
 
 CPU: one query row per iteration of at::parallel_for; scores, softmax and the weighted sum in double.
@@ -233,7 +233,11 @@ inline void attention_cpu(const AttnView& q, const AttnView& k, const AttnView& 
 # The CUDA kernel: 64 query rows x 64 keys per step on tensor cores (3xTF32), 128 threads, head dims up to 128.
 ATTENTION_CUDA = r"""
 namespace kf {
-constexpr int ATT_BM = 64, ATT_BN = 64, ATT_THREADS = 128, ATT_MAX_D = 128;
+constexpr int ATT_BM = 64, ATT_THREADS = 128, ATT_MAX_D = 128;
+// Keys per step: 64, or 32 with more than 64 value columns, whose 64 output registers a thread and 103 KB of
+// shared memory a block at 64 keys left two blocks (8 warps) an SM
+template <int EV_TILES>
+__host__ __device__ constexpr int att_keys_per_step() { return EV_TILES > 8 ? 32 : 64; }
 
 // x = big + small exactly: big keeps the top 10 significand bits (a TF32 number); the MMA reads small truncated to
 // TF32. The product of two split numbers taken as three MMAs (small*big, big*small, big*big; the small terms first,
@@ -262,13 +266,13 @@ __device__ __forceinline__ float att_quad_sum(float x) {
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// Rows [r0, r0 + 64) of one batch entry's (rows x cols) matrix into dst[j * pitch + c] for c < padded, zero past
+// Rows [r0, r0 + ROWS) of one batch entry's (rows x cols) matrix into dst[j * pitch + c] for c < padded, zero past
 // either end; each thread moves 4 neighbouring features (one float4 when the view allows).
-template <typename index_t>
+template <int ROWS, typename index_t>
 __device__ __forceinline__ void att_load_rows(float* dst, int pitch, const AttnView& m, index_t base, int64_t r0,
                                               int64_t rows, int64_t cols, int padded) {
     const int quads = padded / 4;
-    for (int idx = threadIdx.x; idx < 64 * quads; idx += ATT_THREADS) {
+    for (int idx = threadIdx.x; idx < ROWS * quads; idx += ATT_THREADS) {
         const int j = idx / quads, c = (idx % quads) * 4;
         const int64_t r = r0 + j;
         float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -295,13 +299,14 @@ __device__ __forceinline__ void att_load_rows(float* dst, int pitch, const AttnV
 // P's accumulator registers are P V's A fragment as they are, with no shuffle. The pitches (qk_pitch = 8 mod 32,
 // v_pitch = 4 mod 32) put each load's 32 lanes in 32 banks. EV_TILES: value columns / 8 (4, 8 or 16).
 template <typename index_t, int EV_TILES>
-__global__ void __launch_bounds__(ATT_THREADS)
+__global__ void __launch_bounds__(ATT_THREADS, EV_TILES > 8 ? 3 : 1)  // (16 value tiles: 172 registers, 2 blocks)
 attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnGeom g, int Dp, int qk_pitch,
               int v_pitch) {
+    constexpr int BN = att_keys_per_step<EV_TILES>(), KT = BN / 8;  // keys per step, their 8-key tiles
     extern __shared__ float4 att_smem4[];
     float* Qs = reinterpret_cast<float*>(att_smem4);
     float* Ks = Qs + ATT_BM * qk_pitch;
-    float* Vs = Ks + ATT_BN * qk_pitch;
+    float* Vs = Ks + BN * qk_pitch;
 
     const int t = threadIdx.x, warp = t / 32, gr = (t % 32) / 4, tq = t % 4;
     const int64_t tiles = (g.L + ATT_BM - 1) / ATT_BM;
@@ -322,7 +327,7 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
             mo += c * g.mask_bs[d];  // (0 without a mask)
         }
     }
-    att_load_rows<index_t>(Qs, qk_pitch, q, qo, i0, g.L, g.E, Dp);  // zero-padded: rows past L, features past E
+    att_load_rows<ATT_BM, index_t>(Qs, qk_pitch, q, qo, i0, g.L, g.E, Dp);  // zero-padded: rows past L, features past E
 
     const int64_t rows[2] = {i0 + warp * 16 + gr, i0 + warp * 16 + gr + 8};
     const float* q_row = Qs + (warp * 16 + gr) * qk_pitch + 2 * tq;
@@ -334,25 +339,25 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
         for (int i = 0; i < 4; ++i) o[n][i] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's share of the row's sum
     const int64_t key_end = g.causal ? (i0 + ATT_BM < g.S ? i0 + ATT_BM : g.S) : g.S;
-    for (int64_t j0 = 0; j0 < key_end; j0 += ATT_BN) {
+    for (int64_t j0 = 0; j0 < key_end; j0 += BN) {
         if (g.mask) {
             // A tile the mask drops whole adds exp(-inf) = 0 to every sum: skipped (a causal mask's upper half).
             int kept = 0;
-            for (int idx = t; idx < ATT_BM * ATT_BN && !kept; idx += ATT_THREADS) {
-                const int64_t row = i0 + idx / ATT_BN, key = j0 + idx % ATT_BN;
+            for (int idx = t; idx < ATT_BM * BN && !kept; idx += ATT_THREADS) {
+                const int64_t row = i0 + idx / BN, key = j0 + idx % BN;
                 kept = row < g.L && key < g.S && g.mask[mo + row * g.mask_row + key * g.mask_col];
             }
             if (!__syncthreads_or(kept)) continue;  // (uniform: every thread skips; the barrier below still pairs)
         }
         __syncthreads();  // the previous step's readers of Ks and Vs are done
-        att_load_rows<index_t>(Ks, qk_pitch, k, ko, j0, g.S, g.E, Dp);
-        att_load_rows<index_t>(Vs, v_pitch, v, vo, j0, g.S, g.Ev, EV_TILES * 8);  // keys past S: zero rows
+        att_load_rows<BN, index_t>(Ks, qk_pitch, k, ko, j0, g.S, g.E, Dp);
+        att_load_rows<BN, index_t>(Vs, v_pitch, v, vo, j0, g.S, g.Ev, EV_TILES * 8);  // keys past S: zero rows
         __syncthreads();
 
-        // S = Q K^T: this warp's 16 rows x 64 keys, 8 accumulator tiles
-        float s[8][4];
+        // S = Q K^T: this warp's 16 rows x BN keys, KT accumulator tiles
+        float s[KT][4];
 #pragma unroll
-        for (int n = 0; n < 8; ++n)
+        for (int n = 0; n < KT; ++n)
 #pragma unroll
             for (int i = 0; i < 4; ++i) s[n][i] = 0.0f;
         for (int e = 0; e < Dp; e += 8) {
@@ -364,7 +369,7 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
             att_split(qa.y, a_big[2], a_small[2]);
             att_split(qb.y, a_big[3], a_small[3]);
 #pragma unroll
-            for (int n = 0; n < 8; ++n) {
+            for (int n = 0; n < KT; ++n) {
                 const float2 kk = *reinterpret_cast<const float2*>(Ks + (n * 8 + gr) * qk_pitch + e + 2 * tq);
                 uint32_t b_big[2], b_small[2];
                 att_split(kk.x, b_big[0], b_small[0]);
@@ -376,10 +381,10 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
         // online softmax per row: scale, mask, new max, rescale the running sum and output
         // Masks cost ~12 integer instructions a score: only a tile that crosses the keys' end or the causal
         // diagonal, or has a mask, tests them (uniform across the block)
-        const bool edge = j0 + ATT_BN > g.S || (g.causal && j0 + ATT_BN - 1 > i0) || g.mask;
+        const bool edge = j0 + BN > g.S || (g.causal && j0 + BN - 1 > i0) || g.mask;
         float top[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int n = 0; n < 8; ++n)
+        for (int n = 0; n < KT; ++n)
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const int64_t row = rows[i / 2], key = j0 + n * 8 + 2 * tq + (i % 2);
@@ -398,7 +403,7 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
             l[r] *= alpha[r];
         }
 #pragma unroll
-        for (int n = 0; n < 8; ++n)
+        for (int n = 0; n < KT; ++n)
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 s[n][i] = exp2f(s[n][i] - base[i / 2]);
@@ -408,9 +413,9 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
         // fp32 add: the tensor cores round (toward zero) each MMA's sum, and 16,384 keys of one chain of MMAs lost
         // ~1e-4 of O that way (31_VisionAttention); 24 MMAs per chain keep it near fp32's.
         // P's tile kk is the A fragment as it is (k = tq: key 2tq, k = tq + 4: key 2tq + 1).
-        uint32_t p_big[8][4], p_small[8][4];
+        uint32_t p_big[KT][4], p_small[KT][4];
 #pragma unroll
-        for (int kk = 0; kk < 8; ++kk) {
+        for (int kk = 0; kk < KT; ++kk) {
             att_split(s[kk][0], p_big[kk][0], p_small[kk][0]);
             att_split(s[kk][2], p_big[kk][1], p_small[kk][1]);
             att_split(s[kk][1], p_big[kk][2], p_small[kk][2]);
@@ -426,7 +431,7 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
 #pragma unroll
                 for (int i = 0; i < 4; ++i) pv[n][i] = 0.0f;
 #pragma unroll
-            for (int kk = 0; kk < 8; ++kk) {
+            for (int kk = 0; kk < KT; ++kk) {
                 const float* v_rows = Vs + (kk * 8 + 2 * tq) * v_pitch + n0 * 8 + gr;
 #pragma unroll
                 for (int n = 0; n < CHUNK; ++n) {
@@ -466,7 +471,9 @@ bool attention_launch(const AttnView& q, const AttnView& k, const AttnView& v, f
     const int qk_pitch = (Dp + 23) / 32 * 32 + 8;          // >= Dp, 8 mod 32
     const int ev_tiles = g.Ev <= 32 ? 4 : g.Ev <= 64 ? 8 : 16;
     const int v_pitch = (ev_tiles * 8 + 27) / 32 * 32 + 4;  // >= the columns loaded, 4 mod 32
-    const size_t bytes = sizeof(float) * ((size_t)(ATT_BM + ATT_BN) * qk_pitch + (size_t)ATT_BN * v_pitch);
+    const int keys = ev_tiles == 4 ? att_keys_per_step<4>()
+                     : ev_tiles == 8 ? att_keys_per_step<8>() : att_keys_per_step<16>();
+    const size_t bytes = sizeof(float) * ((size_t)(ATT_BM + keys) * qk_pitch + (size_t)keys * v_pitch);
     const int64_t blocks = g.batches * ((g.L + ATT_BM - 1) / ATT_BM);
     if (blocks == 0) return true;
     if (blocks > INT32_MAX) return false;
@@ -476,7 +483,7 @@ bool attention_launch(const AttnView& q, const AttnView& k, const AttnView& v, f
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess || device >= 256) return false;
     if (!opted_in[device]) {
-        const int most = (int)(sizeof(float) * ((ATT_BM + ATT_BN) * 136 + ATT_BN * 132));
+        const int most = (int)(sizeof(float) * ((ATT_BM + 64) * 136 + 64 * 132));  // (64 keys: more than needed)
         const auto opt_in = [most](const void* kernel) {
             return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most) == cudaSuccess;
         };
