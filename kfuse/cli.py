@@ -121,7 +121,7 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
                      cuda_graph, choice_values, compile_modes, timeout, json_path):
     """Compile PROBLEM's Model (or --model's) into fused kernels: write ModelNew, then judge it like `kfuse check`."""
     from kfuse.kernels import choices
-    from kfuse.judge.verdict import CheckOptions
+    from kfuse.judge.verdict import CheckOptions, needs_eager_rounding
     from kfuse.compiler.optimize import optimize
 
     if (problem is None) == (model_spec is None):
@@ -163,9 +163,12 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
         options = CheckOptions(device=device, timeout=timeout, time=not no_timing,
                                compile_modes=parse_compile_modes(compile_modes), precision=precision)
         verdict = judge_with_progress(problem, output, options)
-        if verdict["status"] == "correct-parity" and not eager_rounding:
-            click.echo("kfuse: correct-parity (as accurate as eager, not within 1e-4 of it): planning again with "
-                       "eager's own rounding wherever a kernel would differ", err=True)
+        if needs_eager_rounding(verdict["status"], bool(verdict.get("precision_only"))) and not eager_rounding:
+            why = ("correct-parity (as accurate as eager, not within 1e-4 of it)"
+                   if verdict["status"] == "correct-parity"
+                   else "incorrect on precision alone (within 1e-4 of eager, further than its bound from float64)")
+            click.echo(f"kfuse: {why}: planning again with eager's own rounding wherever a kernel would differ",
+                       err=True)
             rounded = dataclasses.replace(planned, eager_bits=choices.EAGER_ROUNDING.eager_bits)
             verdict = _plan_again(problem, output, device, precision, options, verdict, report, rounded,
                                   "eager_rounding")

@@ -631,8 +631,9 @@ def test_problems_with_big_inputs_start_first_then_the_rest(tmp_path):
 
 
 def test_a_correct_parity_file_is_optimized_again_with_eager_rounding(tmp_path, monkeypatch):
-    """bench.eager_rounding_pass: a problem recorded correct-parity is optimized again with eager's rounding and
-    judged; the new verdict replaces the first only where it is correct (and a second pass finds it cached)."""
+    """bench.eager_rounding_pass: a problem recorded correct-parity, or incorrect on precision parity alone, is
+    optimized again with eager's rounding and judged; the new verdict replaces the first only where it is correct
+    (and a second pass finds it cached)."""
     import threading
 
     from kfuse.bench import runner as bench
@@ -672,6 +673,12 @@ def test_a_correct_parity_file_is_optimized_again_with_eager_rounding(tmp_path, 
     assert bench.eager_rounding_pass(problems, records, options, Runner(), lambda p: None, threading.Lock()) == 0
     assert records["first"]["status"] == "correct" and records["first"]["cached"]
     assert records["second"] == {"status": "correct-parity"}
+    # incorrect on precision parity alone is planned again the same way; incorrect otherwise is not
+    records = {"first": {"status": "incorrect", "precision_only": True}, "second": {"status": "incorrect"}}
+    asked.clear()
+    assert bench.eager_rounding_pass(problems, records, options, Runner(), lambda p: None, threading.Lock()) == 0
+    assert asked == ["first"] and records["first"]["status"] == "correct" and records["first"]["eager_rounding"]
+    assert records["second"] == {"status": "incorrect"}
 
 
 def test_a_graphed_file_the_judge_failed_is_optimized_again_without_the_graph(tmp_path, monkeypatch):

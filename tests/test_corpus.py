@@ -1,8 +1,10 @@
 """The adversarial corpus on the CPU target: every candidate gets the verdict an honest judge must give."""
 
 import pytest
+import torch
 
 from kfuse.judge import CheckOptions, check
+from kfuse.judge.verdict import needs_eager_rounding
 from tests.conftest import PROBLEMS
 from tests.corpus.expected import CORPUS as EXPECTED
 
@@ -97,6 +99,21 @@ def test_truncated_mantissa_passes_the_kernelbench_rule_alone(built_cpu_corpus):
     assert verdict["status"] == "incorrect"
     tensor = verdict["trials"][0]["comparisons"][0]["tensors"][0]
     assert tensor["kernelbench_pass"] and not tensor["parity_pass"]
+    # incorrect on precision alone: `kfuse optimize` and `kfuse bench` plan such a file again with eager's rounding
+    assert verdict["precision_only"] and needs_eager_rounding(verdict["status"], verdict["precision_only"])
+
+
+def test_a_trial_with_another_problem_beside_the_precision_is_not_precision_only():
+    from kfuse.judge.compare import compare_outputs
+    from kfuse.judge.worker import precision_only
+
+    ref = torch.randn(64, 64)
+    comparison = compare_outputs((ref.view(torch.int32) & ~0x1FF).view(torch.float32), ref, ref.double()).to_dict()
+    trial = {"problems": [f"trial 1/5: {p}" for p in comparison["problems"]], "comparisons": [comparison]}
+    assert precision_only(trial)
+    trial["problems"].append("trial 1/5: the candidate wrote into its input x")
+    assert not precision_only(trial)
+    assert not needs_eager_rounding("incorrect", False) and needs_eager_rounding("correct-parity", False)
 
 
 def test_correct_candidate_is_timed_against_eager_and_compile(built_cpu_corpus):

@@ -35,7 +35,7 @@ from kfuse import __version__
 from kfuse import gpulock
 from kfuse.judge import zygote
 from kfuse.errors import UsageError
-from kfuse.judge.verdict import kill_session
+from kfuse.judge.verdict import kill_session, needs_eager_rounding
 from kfuse.loader import top_level_names
 
 SCHEMA = "kfuse.bench/1"
@@ -755,6 +755,7 @@ def record(problem: Problem, key: str | None, result: dict, options: BenchOption
         "status": result["status"],
         "reasons": result.get("reasons", []),
         "kernelbench_pass": verdict.get("kernelbench_pass"),
+        "precision_only": bool(verdict.get("precision_only")),  # incorrect on precision parity alone
         "other_batch": verdict.get("other_batch"),
         "other_length": verdict.get("other_length"),
         "build_s": verdict.get("build_s"),
@@ -1321,11 +1322,11 @@ def _bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
 
 def eager_rounding_pass(problems: list[Problem], records: dict, options: BenchOptions, runner, on_start: Callable,
                         lock: threading.Lock) -> int:
-    """kfuse optimize's fallback for a correct-parity file (as accurate as eager, not within KernelBench's 1e-4 of
-    it), at the end of the run: each such problem is optimized again with eager's own rounding wherever a kernel
-    would round otherwise and judged again; the new file replaces the first where the judge finds it correct.
-    Returns the number judged."""
-    again = [p for p in problems if records.get(p.id, {}).get("status") == "correct-parity"]
+    """kfuse optimize's fallback (needs_eager_rounding), at the end of the run: each such problem is optimized again
+    with eager's own rounding wherever a kernel would round otherwise and judged again; the new file replaces the
+    first where the judge finds it correct. Returns the number judged."""
+    again = [p for p in problems if needs_eager_rounding(records.get(p.id, {}).get("status"),
+                                                         bool(records.get(p.id, {}).get("precision_only")))]
     return replan(again, Optimizer(options, eager_rounding=True), {"eager_rounding": True}, records, options,
                   runner, on_start, lock)
 

@@ -95,6 +95,13 @@ class TensorReport:
         close_enough = self.kernelbench_pass or not self.ref_accurate
         return self.new_nonfinite == 0 and close_enough and self.parity_pass
 
+    @property
+    def precision_only(self) -> bool:
+        """Failed on precision parity alone: finite where the reference is and as close to it as KernelBench asks,
+        but further from float64 than the bound (a GEMM in 3xTF32 where eager's ran in fp32)."""
+        close_enough = self.kernelbench_pass or not self.ref_accurate
+        return not self.passed and self.new_nonfinite == 0 and close_enough
+
     def to_dict(self) -> dict:
         return {
             "path": self.path, "numel": self.numel, "tolerance": self.tolerance,
@@ -102,7 +109,7 @@ class TensorReport:
             "max_abs_diff": self.max_abs_diff, "worst_index": self.worst_index,
             "new_nonfinite": self.new_nonfinite, "e_ref": self.e_ref, "e_cand": self.e_cand,
             "parity_bound": self.parity_bound, "parity_pass": self.parity_pass,
-            "ref_accurate": self.ref_accurate, "passed": self.passed,
+            "ref_accurate": self.ref_accurate, "passed": self.passed, "precision_only": self.precision_only,
         }
 
     def problems(self) -> list[str]:
@@ -184,6 +191,12 @@ class Comparison:
     def kernelbench_pass(self) -> bool:
         return self.structure_ok and not self.other_mismatches and all(t.kernelbench_pass for t in self.tensors)
 
+    @property
+    def precision_only(self) -> bool:
+        """Failed, and every failing output on precision parity alone (TensorReport.precision_only)."""
+        return (not self.passed and self.structure_ok and not self.other_mismatches
+                and all(t.passed or t.precision_only for t in self.tensors))
+
     def problems(self) -> list[str]:
         if not self.structure_ok:
             return [self.structure_problem]
@@ -194,7 +207,7 @@ class Comparison:
 
     def to_dict(self) -> dict:
         return {"passed": self.passed, "kernelbench_pass": self.kernelbench_pass,
-                "structure_ok": self.structure_ok, "problems": self.problems(),
+                "precision_only": self.precision_only, "structure_ok": self.structure_ok, "problems": self.problems(),
                 "tensors": [t.to_dict() for t in self.tensors]}
 
 

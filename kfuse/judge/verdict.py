@@ -66,12 +66,20 @@ def declares_atomics(tree: ast.Module) -> bool:
     return False
 
 
+def needs_eager_rounding(status: str | None, precision_only: bool) -> bool:
+    """Whether kfuse optimize's fallback applies (the problem planned again with eager's own rounding): a
+    correct-parity file (as accurate as eager, not within KernelBench's 1e-4 of it), or one incorrect on precision
+    parity alone (within 1e-4 of eager, further than its bound from float64)."""
+    return status == "correct-parity" or (status == "incorrect" and precision_only)
+
+
 def new_verdict(problem: str, candidate: str, options: CheckOptions) -> dict:
     return {
         "schema": SCHEMA, "kfuse_version": __version__, "status": None, "reasons": [],
         "problem": str(problem), "candidate": str(candidate), "extraction": None,
         "options": asdict(options), "environment": None, "static": [], "stage": None, "build_s": None,
-        "kernelbench_pass": None, "other_batch": None, "other_length": None, "trials": [], "timing": None,
+        "kernelbench_pass": None, "precision_only": False, "other_batch": None, "other_length": None, "trials": [],
+        "timing": None,
         "error_log": None, "elapsed_s": None, "stages_s": None, "gpu_wait_s": None, "gpu_peak_bytes": None,
     }
 
@@ -240,6 +248,7 @@ def run_worker(spec: dict, options: CheckOptions, verdict: dict, on_stage: Calla
         verdict["build_s"] = report.get("build_s")
         verdict["trials"] = report.get("trials", [])
         verdict["kernelbench_pass"] = report.get("kernelbench_pass")
+        verdict["precision_only"] = bool(report.get("precision_only"))
         verdict["other_batch"] = report.get("other_batch")
         verdict["other_length"] = report.get("other_length")
         verdict["timing"] = report.get("timing")
