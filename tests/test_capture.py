@@ -184,3 +184,11 @@ def test_a_mask_sliced_to_its_whole_length_follows_the_length_too():
     other = capture(nn.Flatten(), [torch.empty(4, 16, 8, device=meta)])
     again = capture(Masked().to(meta), [torch.empty(4, 16, 8, device=meta)])
     assert not restore_full_slices(again, other) and "aten.alias.default" in {str(n.target) for n in again.graph.nodes}
+
+
+def test_every_op_kfuse_decomposes_has_a_decomposition_in_this_torch():
+    """capture.DECOMPOSED names ops by string: each must find PyTorch's decomposition (a torch release that moved one
+    would otherwise leave it an ATen call without a word)."""
+    from kfuse.compiler.capture import DECOMPOSED, _decomposition_table
+
+    assert {str(op) for op in _decomposition_table()} == DECOMPOSED

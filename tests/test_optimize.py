@@ -138,6 +138,15 @@ EXPECTED = {
     # the second one's initial state a plain tensor attribute made in __init__, moved in forward (capture reads it
     # as an input, ModelNew moves it as Model does); a call count kept in another is written back (copy_)
     "gru_layers": ([["add"], ["gru"], ["gru"], ["mul"]], ["to", "to", "to", "copy_"]),
+    # nn.LSTMCell, nn.GRUCell, nn.RNNCell decomposed at capture (kfuse/compiler/capture.py): two GEMMs a step (the
+    # second adds the first), the gates' pointwise ops after (an LSTM's per chunk of its gates)
+    "recurrent_cells": ([["linear"], ["linear", "add"], ["sigmoid"], ["sigmoid"], ["tanh"], ["sigmoid"],
+                         ["mul", "mul", "add"], ["tanh", "mul"]] * 2
+                        + [["linear"], ["linear"], ["add", "sigmoid", "add", "sigmoid", "mul", "add", "tanh", "sub",
+                                                    "mul", "add"]] * 2
+                        + [["tanh"], ["linear"], ["linear", "add", "tanh"], ["linear"], ["linear", "add", "relu"]],
+                        ["select", "zeros", "unsafe_split", "select", "unsafe_split", "zeros"] + ["unsafe_split"] * 4
+                        + ["slice", "zeros"]),
     # identical blocks: each layer is a step of its own, the repeated ones call the first one's code
     "repeated_blocks": ([["conv2d"], ["batch_norm", "relu"], ["conv2d"], ["batch_norm", "relu"], ["conv2d"],
                          ["batch_norm"], ["relu", "mean"], ["linear"], ["linear", "tanh", "tanh", "mul", "add"]],
@@ -158,11 +167,13 @@ JUDGED_TOGETHER = {
                                   "scalar_tensors_in_forward", "numbers_made_on_the_input_device", "gemm_forms",
                                   "gemm_sums", "gemm_sums_kept", "kernelbench_style", "linear_scale_leaky",
                                   "repeated_blocks", "batch_views"],
-    # reductions over every kind of dimension, arg-extremes, vector norms and losses
+    # reductions over every kind of dimension, arg-extremes, vector norms and losses; the recurrent cells (like the
+    # losses, decomposed at capture: in a group with a training batch norm the decomposition would rewrite it too)
     "reduction_and_loss_family": ["sum_middle_dim_tanh", "mean_keepdim_center", "amax_two_dims",
                                   "argmax_middle_dim", "max_dim_values_indices", "arg_extremes_special",
                                   "column_reductions", "frobenius_norm", "vector_norm_orders", "l2_normalize",
-                                  "l1_norm_prod", "var_std_argmin", "losses_rowwise", "losses_pointwise"],
+                                  "l1_norm_prod", "var_std_argmin", "losses_rowwise", "losses_pointwise",
+                                  "recurrent_cells"],
     # softmax, log-softmax, logsumexp and attention; layer, group, instance, RMS and batch norms
     "softmax_and_norm_family": ["softmax_scale_bias", "softmax_dim1_4d", "log_softmax_transposed",
                                 "logsumexp_relu", "bmm_residual_softmax", "attention_odd_sizes", "attention_as_products",

@@ -73,6 +73,10 @@ def _meta(node) -> tuple[torch.dtype | None, int | None]:
 DECOMPOSED = {
     "aten.smooth_l1_loss.default", "aten.huber_loss.default", "aten.kl_div.default",
     "aten.pairwise_distance.default", "aten.norm.ScalarOpt_dim", "aten.mse_loss.default", "aten.l1_loss.default",
+    # nn.LSTMCell, nn.GRUCell, nn.RNNCell: two linears and the gates' pointwise formula (their ATen form had no kernel
+    # of ours: a file of LSTMCell steps was refused). As for the losses, a training batch norm in the same graph is
+    # rewritten by the decomposition pass too, and stays an ATen call there.
+    "aten.lstm_cell.default", "aten.gru_cell.default", "aten.rnn_tanh_cell.default", "aten.rnn_relu_cell.default",
 }
 
 
