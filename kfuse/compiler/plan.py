@@ -359,6 +359,33 @@ def _fuse_without_bool_edges(fusable: list[torch.fx.Node], epochs: dict) -> list
         fusable = [n for n in fusable if n not in bad]
 
 
+def _sunk(members: list[torch.fx.Node], order: dict[torch.fx.Node, int]) -> list[torch.fx.Node]:
+    """A group's nodes in a topological order that puts each producer just before the consumer it feeds: depth
+    first from each node needed outside the group (in graph order), operands before users, the operand the graph
+    computes last visited first. A value that one kernel of the group needs from another is then that kernel's
+    last node, a cut, and not a producer the graph happens to compute early: an LSTM cell's output gate, computed
+    before the cell state that it multiplies, had cut every gate into a kernel of its own (6 kernels, now 2)."""
+    inside, done, ordered = set(members), set(), []
+    by_order = sorted(members, key=order.get)
+    sinks = [n for n in by_order if any(u not in inside for u in n.users)]
+    for start in sinks + by_order:  # (every member is some sink's operand; the rest only as a guard)
+        stack = [(start, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if node in done:
+                continue
+            if expanded:
+                done.add(node)
+                ordered.append(node)
+                continue
+            stack.append((node, True))
+            # the operand the graph computes last first: an early one (a gate) then sits next to its user
+            operands = sorted({a for a in _flat_args(node) if isinstance(a, torch.fx.Node) and a in inside},
+                              key=order.get)
+            stack.extend((a, False) for a in operands if a not in done)
+    return ordered
+
+
 def _fuse(fusable: list[torch.fx.Node], epochs: dict[torch.fx.Node, int]) -> list[FusedKernel]:
     """Pointwise nodes joined through producer -> consumer edges of equal shape and dtype, then cut so that every
     value needed outside a kernel is that kernel's result (kernels have one output)."""
@@ -387,7 +414,7 @@ def _fuse(fusable: list[torch.fx.Node], epochs: dict[torch.fx.Node, int]) -> lis
         kernels = []
         for members in groups.values():
             current: list[torch.fx.Node] = []
-            for node in sorted(members, key=order.get):
+            for node in _sunk(members, order):
                 current.append(node)
                 if node in cuts:
                     kernels.append(FusedKernel("", current))
