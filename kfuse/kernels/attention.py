@@ -291,7 +291,7 @@ __device__ __forceinline__ void att_load_rows(float* dst, int pitch, const AttnV
     }
 }
 
-// Shared memory (floats): Q[64][qk_pitch], K[64][qk_pitch], V[64][v_pitch], row-major as in global memory.
+// Shared memory (floats): Q[64][qk_pitch], K[BN][qk_pitch], V[BN][v_pitch], row-major as in global memory.
 // Warp w owns query rows 16w..16w+15 of the block's 64; lane (gr = lane / 4, tq = lane % 4) holds rows gr and gr + 8
 // of them, and of each 8-column tile of S and O the columns 2tq and 2tq + 1 (the MMA's accumulator layout).
 // Inside one 8-deep MMA step the order of the summed index is free, so the fragments read it permuted: the MMA's
@@ -299,7 +299,9 @@ __device__ __forceinline__ void att_load_rows(float* dst, int pitch, const AttnV
 // P's accumulator registers are P V's A fragment as they are, with no shuffle. The pitches (qk_pitch = 8 mod 32,
 // v_pitch = 4 mod 32) put each load's 32 lanes in 32 banks. EV_TILES: value columns / 8 (4, 8 or 16).
 template <typename index_t, int EV_TILES>
-__global__ void __launch_bounds__(ATT_THREADS, EV_TILES > 8 ? 3 : 1)  // (16 value tiles: 172 registers, 2 blocks)
+// Blocks an SM the registers must allow: 4 at 4 value tiles (128 registers), 3 above (16 tiles: 172 held to 168).
+// (A minimum of 1 let ptxas take 167 registers at 4 tiles, one block an SM fewer.)
+__global__ void __launch_bounds__(ATT_THREADS, EV_TILES == 4 ? 4 : 3)
 attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnGeom g, int Dp, int qk_pitch,
               int v_pitch) {
     constexpr int BN = att_keys_per_step<EV_TILES>(), KT = BN / 8;  // keys per step, their 8-key tiles
@@ -327,7 +329,8 @@ attention_fwd(AttnView q, AttnView k, AttnView v, float* __restrict__ out, AttnG
             mo += c * g.mask_bs[d];  // (0 without a mask)
         }
     }
-    att_load_rows<ATT_BM, index_t>(Qs, qk_pitch, q, qo, i0, g.L, g.E, Dp);  // zero-padded: rows past L, features past E
+    // zero-padded: rows past L, features past E
+    att_load_rows<ATT_BM, index_t>(Qs, qk_pitch, q, qo, i0, g.L, g.E, Dp);
 
     const int64_t rows[2] = {i0 + warp * 16 + gr, i0 + warp * 16 + gr + 8};
     const float* q_row = Qs + (warp * 16 + gr) * qk_pitch + 2 * tq;
@@ -487,9 +490,10 @@ bool attention_launch(const AttnView& q, const AttnView& k, const AttnView& v, f
         const auto opt_in = [most](const void* kernel) {
             return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most) == cudaSuccess;
         };
-        opted_in[device] = opt_in((const void*)attention_fwd<int32_t, 4>) && opt_in((const void*)attention_fwd<int64_t, 4>)
-                           && opt_in((const void*)attention_fwd<int32_t, 8>) && opt_in((const void*)attention_fwd<int64_t, 8>)
-                           && opt_in((const void*)attention_fwd<int32_t, 16>) && opt_in((const void*)attention_fwd<int64_t, 16>);
+        const void* kernels[] = {(const void*)attention_fwd<int32_t, 4>, (const void*)attention_fwd<int64_t, 4>,
+                                 (const void*)attention_fwd<int32_t, 8>, (const void*)attention_fwd<int64_t, 8>,
+                                 (const void*)attention_fwd<int32_t, 16>, (const void*)attention_fwd<int64_t, 16>};
+        opted_in[device] = std::all_of(kernels, kernels + 6, opt_in);
     }
     const auto kernel = ev_tiles == 4 ? (small_index ? attention_fwd<int32_t, 4> : attention_fwd<int64_t, 4>)
                         : ev_tiles == 8 ? (small_index ? attention_fwd<int32_t, 8> : attention_fwd<int64_t, 8>)
