@@ -202,7 +202,7 @@ def _plan_again(problem: Path, output: Path, device: str, precision: str, option
         with choices.using(planned):
             result = optimize(problem, second, device, precision)
     except UsageError as err:
-        click.echo(f"kfuse: no such file: {err}", err=True)
+        click.echo(f"kfuse: could not plan it again: {err}", err=True)
         return verdict
     again = judge_with_progress(problem, second, options)
     if again["status"] != "correct":

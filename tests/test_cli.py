@@ -135,3 +135,35 @@ def test_an_unknown_planner_choice_is_a_one_line_error(tmp_path):
                  "--no-check", "--choice", "channels_last=maybe")
     assert_one_line_error(done, "--choice", "true or false")
     assert not (tmp_path / "new.py").exists()
+
+
+def test_a_file_incorrect_on_precision_alone_is_planned_again_with_eager_rounding(tmp_path, monkeypatch):
+    """kfuse optimize's fallback (verdict.needs_eager_rounding): the first file's verdict incorrect with
+    precision_only, the file planned again with Choices.eager_bits "all" and kept where the judge finds it correct;
+    an incorrect verdict for another reason is left as it is."""
+    from click.testing import CliRunner
+
+    from kfuse import cli
+
+    problem = Path(__file__).parent / "optimize" / "broadcast_two_inputs.py"  # (eager's rounding keeps a kernel)
+
+    def run(first: dict) -> tuple[list, object, dict]:
+        planned = []
+        verdicts = iter([first, {"status": "correct", "reasons": []}])
+
+        def judge(_problem, candidate, _options):
+            planned.append(candidate.name)
+            return next(verdicts)
+
+        monkeypatch.setattr(cli, "judge_with_progress", judge)
+        out = tmp_path / f"new_{first['reasons'][0]}.py"
+        result = CliRunner().invoke(cli.main, ["optimize", str(problem), "-o", str(out), "--device", "cpu",
+                                               "--no-timing", "--json", str(out.with_suffix(".json"))])
+        return planned, result, json.loads(out.with_suffix(".json").read_text())
+
+    planned, result, report = run({"status": "incorrect", "reasons": ["precision"], "precision_only": True})
+    assert result.exit_code == 0, result.output
+    assert len(planned) == 2 and planned[1].endswith("_eager_rounding.py") and report["eager_rounding_fallback"]
+    assert "incorrect on precision alone" in result.output and report["status"] == "correct"
+    planned, result, report = run({"status": "incorrect", "reasons": ["mismatch"], "precision_only": False})
+    assert len(planned) == 1 and report["status"] == "incorrect" and result.exit_code != 0
