@@ -12,6 +12,7 @@ import click
 
 from kfuse import PRECISIONS, __version__
 from kfuse.errors import UsageError
+from kfuse.kernels.choices import PRECISION_FALLBACKS
 
 EXIT_CORRECT, EXIT_VERDICT, EXIT_USAGE = 0, 1, 2
 
@@ -105,9 +106,10 @@ def check_command(problem, candidate, device, trials, timeout, seed, compile_mod
               help="tf32: convolutions may run channels-last in TF32; judged against a TF32 reference (labelled).")
 @click.option("--no-check", is_flag=True, help="Write the file without judging it.")
 @click.option("--no-timing", is_flag=True, help="Judge correctness only.")
-@click.option("--eager-rounding", is_flag=True,
-              help="Keep eager's own call for every op a kernel would round otherwise (what optimize falls back to "
-                   "for a file as accurate as eager but not within 1e-4 of it).")
+@click.option("--fallback", type=click.Choice([name for name, _ in PRECISION_FALLBACKS]), default=None,
+              help="Plan with one of the fallbacks optimize tries, in this order, for a file incorrect on precision "
+                   "alone or correct-parity: the library's GEMMs and convolutions in place of kfuse's 3xTF32 ones, "
+                   "or eager's own call for every op a kernel would round otherwise.")
 @click.option("--cuda-graph", type=click.Choice(["auto", "on", "off"]), default=None,
               help="Launch the forward as one CUDA graph: auto (the default) where it makes many launches, on "
                    "wherever it can be captured.")
@@ -117,11 +119,11 @@ def check_command(problem, candidate, device, trials, timeout, seed, compile_mod
 @click.option("--compile-modes", default="default", show_default=True)
 @click.option("--timeout", type=float, default=600.0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
-def optimize_command(problem, model_spec, output, device, precision, no_check, no_timing, eager_rounding,
+def optimize_command(problem, model_spec, output, device, precision, no_check, no_timing, fallback,
                      cuda_graph, choice_values, compile_modes, timeout, json_path):
     """Compile PROBLEM's Model (or --model's) into fused kernels: write ModelNew, then judge it like `kfuse check`."""
     from kfuse.kernels import choices
-    from kfuse.judge.verdict import CheckOptions, needs_eager_rounding
+    from kfuse.judge.verdict import CheckOptions, needs_precision_fallback
     from kfuse.compiler.optimize import optimize
 
     if (problem is None) == (model_spec is None):
@@ -138,7 +140,8 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
         click.echo(f"kfuse: wrote {problem} (the problem file for {model_spec})", err=True)
     output = output or problem.with_name(f"{problem.stem}_new.py")
     try:
-        planned = choices.parse(list(choice_values), choices.EAGER_ROUNDING if eager_rounding else choices.Choices())
+        planned = choices.parse(list(choice_values),
+                                dict(choices.PRECISION_FALLBACKS)[fallback] if fallback else choices.Choices())
     except ValueError as err:
         fail(str(err))
     if cuda_graph is not None:
@@ -163,21 +166,26 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
         options = CheckOptions(device=device, timeout=timeout, time=not no_timing,
                                compile_modes=parse_compile_modes(compile_modes), precision=precision)
         verdict = judge_with_progress(problem, output, options)
-        if needs_eager_rounding(verdict["status"], bool(verdict.get("precision_only"))) and not eager_rounding:
+        if needs_precision_fallback(verdict["status"], bool(verdict.get("precision_only"))) \
+                and not fallback:
             why = ("correct-parity (as accurate as eager, not within 1e-4 of it)"
                    if verdict["status"] == "correct-parity"
                    else "incorrect on precision alone (within 1e-4 of eager, further than its bound from float64)")
-            click.echo(f"kfuse: {why}: planning again with eager's own rounding wherever a kernel would differ",
-                       err=True)
-            rounded = dataclasses.replace(planned, eager_bits=choices.EAGER_ROUNDING.eager_bits)
-            verdict = _plan_again(problem, output, device, precision, options, verdict, report, rounded,
-                                  "eager_rounding")
-            planned = rounded if report.get("eager_rounding_fallback") else planned
+            for suffix, rung in choices.PRECISION_FALLBACKS:
+                second = dataclasses.replace(planned, **choices.changes(rung))
+                if second == planned:
+                    continue
+                click.echo(f"kfuse: {why}: planning again with {second.label()}", err=True)
+                verdict, kept = _plan_again(problem, output, device, precision, options, verdict, report, second,
+                                            suffix)
+                if kept:
+                    planned = second
+                    break
         if verdict["status"] not in ("correct", "correct-parity") and report.get("cuda_graph"):
             click.echo(f"kfuse: {verdict['status']} with the forward as one CUDA graph: planning again without it",
                        err=True)
-            verdict = _plan_again(problem, output, device, precision, options, verdict, report,
-                                  dataclasses.replace(planned, cuda_graph="off"), "ungraphed")
+            verdict, _ = _plan_again(problem, output, device, precision, options, verdict, report,
+                                     dataclasses.replace(planned, cuda_graph="off"), "ungraphed")
         report["verdict"] = verdict
         status = verdict["status"]
         if verdict.get("stages_s"):
@@ -188,12 +196,12 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
 
 
 def _plan_again(problem: Path, output: Path, device: str, precision: str, options, verdict: dict, report: dict,
-                planned, suffix: str) -> dict:
+                planned, suffix: str) -> tuple[dict, bool]:
     """optimize's fallbacks: the problem planned again with `planned` into <output>_<suffix>.py and judged; that file
-    replaces the first only if the judge finds it correct (the report then says `<suffix>_fallback`). Used for a
-    correct-parity file (as accurate as eager, not within KernelBench's 1e-4 of eager's own rounding: planned again
-    with every op kept as eager's call that a kernel would round otherwise, Choices.eager_bits "all") and for a
-    graphed file the judge failed (a capture the planner's rules did not foresee failing: planned without it)."""
+    replaces the first only if the judge finds it correct (the report then says `<suffix>_fallback`). Used for a file
+    incorrect on precision alone or correct-parity (choices.PRECISION_FALLBACKS, in turn) and for a graphed file the
+    judge failed (a capture the planner's rules did not foresee failing: planned without it). Returns the verdict
+    that stands and whether the new file was kept; a plan that writes the same file again is not judged again."""
     from kfuse.compiler.optimize import optimize
     from kfuse.kernels import choices
 
@@ -203,16 +211,20 @@ def _plan_again(problem: Path, output: Path, device: str, precision: str, option
             result = optimize(problem, second, device, precision)
     except UsageError as err:
         click.echo(f"kfuse: could not plan it again: {err}", err=True)
-        return verdict
+        return verdict, False
+    if second.read_bytes() == output.read_bytes():
+        click.echo("kfuse: that plan writes the same file: nothing to judge again", err=True)
+        second.unlink(missing_ok=True)
+        return verdict, False
     again = judge_with_progress(problem, second, options)
     if again["status"] != "correct":
         click.echo(f"kfuse: that file is {again['status']}: keeping the first", err=True)
         second.unlink(missing_ok=True)
-        return verdict
+        return verdict, False
     second.replace(output)
     report.update({**result.to_dict(), "output": str(output), f"{suffix}_fallback": True})
     click.echo(f"kfuse: kept the file planned again ({len(result.kernels)} kernel(s))", err=True)
-    return again
+    return again, True
 
 
 @main.command("tune")

@@ -630,16 +630,20 @@ def test_problems_with_big_inputs_start_first_then_the_rest(tmp_path):
     assert {p.id for p in bench_module.start_order(problems, {})} == set(order)  # no sizes: file sizes alone
 
 
-def test_a_correct_parity_file_is_optimized_again_with_eager_rounding(tmp_path, monkeypatch):
-    """bench.eager_rounding_pass: a problem recorded correct-parity, or incorrect on precision parity alone, is
-    optimized again with eager's rounding and judged; the new verdict replaces the first only where it is correct
-    (and a second pass finds it cached)."""
+def test_a_correct_parity_file_is_optimized_again_with_each_precision_fallback(tmp_path, monkeypatch):
+    """bench.precision_fallback_pass: a problem recorded correct-parity, or incorrect on precision parity alone, is
+    optimized again with each of choices.PRECISION_FALLBACKS in turn and judged; the first correct verdict replaces
+    the first one, an incorrect one leaves it (a second pass finds them cached), and a fallback that writes the same
+    file again is not judged."""
     import threading
 
     from kfuse.bench import runner as bench
+    from kfuse.kernels.choices import PRECISION_FALLBACKS
 
+    rungs = [name for name, _ in PRECISION_FALLBACKS]
+    assert tuple(rungs) == bench.PRECISION_FALLBACKS  # (the bench names them: it may not import the kernels)
     paths = {}
-    for name in ("first", "second"):
+    for name in ("first", "second", "same"):
         paths[name] = tmp_path / f"{name}.py"
         paths[name].write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n"
                                "def get_inputs():\n    return []\n")
@@ -649,41 +653,45 @@ def test_a_correct_parity_file_is_optimized_again_with_eager_rounding(tmp_path, 
     asked = []
 
     def optimize(self, problem):
-        assert self.eager_rounding
-        asked.append(problem.id)
-        path = tmp_path / f"{problem.id}_eager.py"
-        path.write_text(f"# {problem.id} with eager's rounding\n")
+        asked.append((problem.id, self.fallback))
+        path = tmp_path / f"{problem.id}_{self.fallback}.py"
+        path.write_text(f"# {problem.id}{f' with {self.fallback}' if problem.id != 'same' else ''}\n")
         return {"path": path, "optimized": {"kernels": []}}
 
     monkeypatch.setattr(bench.Optimizer, "__call__", optimize)
-    verdicts = {"first": "correct", "second": "incorrect"}
+    verdicts = {"first": "correct", "second": "incorrect", "same": "incorrect"}
 
     class Runner:
         def run(self, jobs, on_start, on_done):
             for problem, job in jobs:
-                assert "with eager's rounding" in job["candidate_text"]
+                assert "# " + problem.id in job["candidate_text"]
                 on_done(problem, {"status": verdicts[problem.id]})
 
     records = {p.id: {"status": "correct-parity"} for p in problems}
-    assert bench.eager_rounding_pass(problems, records, options, Runner(), lambda p: None, threading.Lock()) == 2
-    assert asked == ["first", "second"]
-    assert records["first"]["status"] == "correct" and records["first"]["eager_rounding"]
-    assert records["second"] == {"status": "correct-parity"}
+    assert bench.precision_fallback_pass(problems, records, options, Runner(), lambda p: None,
+                                         threading.Lock()) == 4
+    assert asked == [("first", rungs[0]), ("second", rungs[0]), ("same", rungs[0]), ("second", rungs[1]),
+                     ("same", rungs[1])]  # (same: its second file is its first's again, not judged)
+    assert records["first"]["status"] == "correct" and records["first"]["precision_fallback"] == rungs[0]
+    assert records["second"] == {"status": "correct-parity"} and records["same"] == {"status": "correct-parity"}
     records = {p.id: {"status": "correct-parity"} for p in problems}
-    assert bench.eager_rounding_pass(problems, records, options, Runner(), lambda p: None, threading.Lock()) == 0
+    asked.clear()
+    judged = bench.precision_fallback_pass(problems, records, options, Runner(), lambda p: None, threading.Lock())
+    assert judged == 0, asked
     assert records["first"]["status"] == "correct" and records["first"]["cached"]
     assert records["second"] == {"status": "correct-parity"}
     # incorrect on precision parity alone is planned again the same way; incorrect otherwise is not
     records = {"first": {"status": "incorrect", "precision_only": True}, "second": {"status": "incorrect"}}
     asked.clear()
-    assert bench.eager_rounding_pass(problems, records, options, Runner(), lambda p: None, threading.Lock()) == 0
-    assert asked == ["first"] and records["first"]["status"] == "correct" and records["first"]["eager_rounding"]
+    assert bench.precision_fallback_pass(problems, records, options, Runner(), lambda p: None,
+                                         threading.Lock()) == 0
+    assert asked == [("first", rungs[0])] and records["first"]["status"] == "correct"
     assert records["second"] == {"status": "incorrect"}
 
 
 def test_a_graphed_file_the_judge_failed_is_optimized_again_without_the_graph(tmp_path, monkeypatch):
     """bench.ungraphed_pass: a problem whose file ran as one CUDA graph and failed is optimized again with
-    `--cuda-graph off` (and eager's rounding where its file had it); correct or correct-parity ones are left."""
+    `--cuda-graph off` (and the precision fallback its file had); correct or correct-parity ones are left."""
     import threading
 
     from kfuse.bench import runner as bench
@@ -699,7 +707,7 @@ def test_a_graphed_file_the_judge_failed_is_optimized_again_without_the_graph(tm
 
     def optimize(self, problem):
         assert self.ungraphed
-        asked.append((problem.id, self.eager_rounding))
+        asked.append((problem.id, self.fallback))
         path = tmp_path / f"{problem.id}_ungraphed.py"
         path.write_text(f"# {problem.id} without the graph\n")
         return {"path": path, "optimized": {"kernels": []}}
@@ -712,13 +720,13 @@ def test_a_graphed_file_the_judge_failed_is_optimized_again_without_the_graph(tm
                 on_done(problem, {"status": "correct"})
 
     records = {"crashed": {"status": "crashed", "cuda_graph": True},
-               "rounded": {"status": "incorrect", "cuda_graph": True, "eager_rounding": True},
+               "rounded": {"status": "incorrect", "cuda_graph": True, "precision_fallback": "eager_rounding"},
                "fine": {"status": "correct", "cuda_graph": True},
                "plain": {"status": "crashed", "cuda_graph": False}}
     assert bench.ungraphed_pass(problems, records, options, Runner(), lambda p: None, threading.Lock()) == 2
-    assert asked == [("crashed", False), ("rounded", True)]
+    assert asked == [("crashed", None), ("rounded", "eager_rounding")]
     assert records["crashed"]["status"] == "correct" and records["crashed"]["ungraphed"]
-    assert records["rounded"]["eager_rounding"] and records["rounded"]["ungraphed"]
+    assert records["rounded"]["precision_fallback"] == "eager_rounding" and records["rounded"]["ungraphed"]
     assert records["plain"]["status"] == "crashed"
 
 

@@ -138,9 +138,10 @@ def test_an_unknown_planner_choice_is_a_one_line_error(tmp_path):
 
 
 def test_a_file_incorrect_on_precision_alone_is_planned_again_with_eager_rounding(tmp_path, monkeypatch):
-    """kfuse optimize's fallback (verdict.needs_eager_rounding): the first file's verdict incorrect with
-    precision_only, the file planned again with Choices.eager_bits "all" and kept where the judge finds it correct;
-    an incorrect verdict for another reason is left as it is."""
+    """kfuse optimize's fallbacks (verdict.needs_precision_fallback): the first file's verdict incorrect with
+    precision_only, the file planned again with each of choices.PRECISION_FALLBACKS in turn (one that writes the
+    same file is not judged) and kept where the judge finds it correct; an incorrect verdict for another reason is
+    left as it is."""
     from click.testing import CliRunner
 
     from kfuse import cli
@@ -167,3 +168,9 @@ def test_a_file_incorrect_on_precision_alone_is_planned_again_with_eager_roundin
     assert "incorrect on precision alone" in result.output and report["status"] == "correct"
     planned, result, report = run({"status": "incorrect", "reasons": ["mismatch"], "precision_only": False})
     assert len(planned) == 1 and report["status"] == "incorrect" and result.exit_code != 0
+    # a file with a kfuse GEMM tries the library's GEMMs first (the file above has none: the same file, not judged)
+    problem = Path(__file__).parent / "optimize" / "linear_scale_leaky.py"
+    planned, result, report = run({"status": "incorrect", "reasons": ["gemm"], "precision_only": True})
+    assert result.exit_code == 0, result.output
+    assert len(planned) == 2 and planned[1].endswith("_library_gemms.py") and report["library_gemms_fallback"]
+    assert not any(kernel["name"].startswith("gemm") for kernel in report["kernels"])

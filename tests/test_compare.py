@@ -47,7 +47,7 @@ def test_truncated_mantissa_passes_allclose_but_fails_parity():
     assert result.kernelbench_pass
     assert not result.passed
     assert any("precision below the reference" in p for p in result.problems())
-    # failed on precision alone: `kfuse optimize` may plan it again with eager's rounding (verdict.needs_eager_rounding)
+    # failed on precision alone: `kfuse optimize` may plan it again with eager's rounding (verdict.needs_precision_fallback)
     assert result.precision_only and result.to_dict()["precision_only"]
     poisoned = cand.clone()
     poisoned[0, 0] = float("nan")  # ... but not with a NaN beside it, nor with a second output that mismatches

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from kfuse.judge import CheckOptions, check
-from kfuse.judge.verdict import needs_eager_rounding
+from kfuse.judge.verdict import needs_precision_fallback
 from tests.conftest import PROBLEMS
 from tests.corpus.expected import CORPUS as EXPECTED
 
@@ -100,7 +100,7 @@ def test_truncated_mantissa_passes_the_kernelbench_rule_alone(built_cpu_corpus):
     tensor = verdict["trials"][0]["comparisons"][0]["tensors"][0]
     assert tensor["kernelbench_pass"] and not tensor["parity_pass"]
     # incorrect on precision alone: `kfuse optimize` and `kfuse bench` plan such a file again with eager's rounding
-    assert verdict["precision_only"] and needs_eager_rounding(verdict["status"], verdict["precision_only"])
+    assert verdict["precision_only"] and needs_precision_fallback(verdict["status"], verdict["precision_only"])
 
 
 def test_a_trial_with_another_problem_beside_the_precision_is_not_precision_only():
@@ -113,7 +113,7 @@ def test_a_trial_with_another_problem_beside_the_precision_is_not_precision_only
     assert precision_only(trial)
     trial["problems"].append("trial 1/5: the candidate wrote into its input x")
     assert not precision_only(trial)
-    assert not needs_eager_rounding("incorrect", False) and needs_eager_rounding("correct-parity", False)
+    assert not needs_precision_fallback("incorrect", False) and needs_precision_fallback("correct-parity", False)
 
 
 def test_correct_candidate_is_timed_against_eager_and_compile(built_cpu_corpus):

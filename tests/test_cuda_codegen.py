@@ -17,7 +17,7 @@ import torch.utils.cpp_extension as cpp_extension
 
 from kfuse.errors import UsageError
 from kfuse.compiler.optimize import optimize
-from kfuse.kernels.eager_precision import round_to_tf32
+from kfuse.kernels.eager_precision import probe_operands, round_to_tf32
 from tests.composed import compose
 from tests.conftest import once, shared_root
 
@@ -718,8 +718,23 @@ def test_recurrent_layers_get_a_contiguous_initial_state():
     assert "c10::List<at::Tensor>({h0.contiguous(), c0.contiguous()})" in text["CPP_SOURCE"]
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_the_precision_probe_makes_operands_its_convolution_takes(transposed):
+    """eager_precision.probe_operands: one bias per output channel, grouped and transposed ones included (a grouped
+    ConvTranspose2d with output padding had a probe fail on its bias, H200, 2026-11-27)."""
+    conv = (torch.nn.ConvTranspose2d(16, 24, 3, stride=2, padding=1, output_padding=1, groups=4) if transposed
+            else torch.nn.Conv2d(16, 24, 3, padding=1, groups=4))
+    x_shape = (3, 16, 13, 11)
+    out = conv(torch.rand(x_shape))
+    x, w, b = probe_operands(x_shape, tuple(conv.weight.shape), True, tuple(out.shape), device="cpu")
+    call = torch.nn.functional.conv_transpose2d if transposed else torch.nn.functional.conv2d
+    extra = {"output_padding": 1, "stride": 2} if transposed else {}
+    assert call(x, w, b, padding=1, groups=4, **extra).shape == out.shape
+    assert b.shape == (24,) and (b.abs() <= conv.weight[0].numel() ** -0.5).all()
+
+
 def test_eager_rounding_keeps_eager_s_calls_but_exact_pointwise_ops(tmp_path):
-    """Choices.eager_bits "all" (`kfuse optimize --eager-rounding`, the fallback for a correct-parity file): a long
+    """Choices.eager_bits "all" (`kfuse optimize --fallback eager_rounding`, the fallback for a correct-parity file): a long
     scan before an exp (Mamba2's segment sums: values near 1e33, where one ulp of the scan moves the exp past 1e-4)
     stays eager's cumsum and exp; the subtraction and the add, exact in a kernel, still fuse."""
     from kfuse.kernels import choices
@@ -735,6 +750,31 @@ def test_eager_rounding_keeps_eager_s_calls_but_exact_pointwise_ops(tmp_path):
         kept = optimize(problem, tmp_path / "segsum_eager.py", "cuda")
     assert {"aten.cumsum.default", "aten.exp.default"} <= set(kept.library_calls)
     assert {op for k in kept.kernels for op in k["fuses"]} == {"aten.sub.Tensor", "aten.add.Tensor"}
+
+
+def test_a_file_keeping_an_atomic_library_call_declares_it(tmp_path):
+    """emit.NONDETERMINISTIC_ON_CUDA: eager's index_add adds with atomics on CUDA, so a file that keeps it as a
+    library call differs bitwise run to run as eager does and says USES_ATOMICS = True (the judge then allows it);
+    the same file for the CPU target, or a file without such a call, does not."""
+    from kfuse.judge.verdict import declares_atomics
+    problem = tmp_path / "index_add.py"
+    problem.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.register_buffer('index', torch.randint(0, 8, (50,)))\n"
+        "    def forward(self, x):\n        y = torch.zeros(8, x.shape[1], device=x.device).index_add(0, self.index, x)\n"
+        "        return torch.relu(y) * 2\n"
+        "def get_inputs():\n    return [torch.randn(50, 24)]\n"
+        "def get_init_inputs():\n    return []\n")
+    declared = {}
+    for device in ("cuda", "cpu"):
+        result = optimize(problem, tmp_path / f"new_{device}.py", device)
+        assert "aten.index_add.default" in result.library_calls and result.kernels
+        declared[device] = declares_atomics(ast.parse((tmp_path / f"new_{device}.py").read_text()))
+    assert declared == {"cuda": True, "cpu": False}
+    plain = tmp_path / "plain.py"
+    plain.write_text(problem.read_text().replace(".index_add(0, self.index, x)", " + x[:8]"))
+    optimize(plain, tmp_path / "plain_new.py", "cuda")
+    assert not declares_atomics(ast.parse((tmp_path / "plain_new.py").read_text()))
 
 
 def test_a_recurrent_layer_eager_runs_in_tf32_stays_eager_s_call(tmp_path, monkeypatch):

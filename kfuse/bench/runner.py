@@ -35,7 +35,7 @@ from kfuse import __version__
 from kfuse import gpulock
 from kfuse.judge import zygote
 from kfuse.errors import UsageError
-from kfuse.judge.verdict import kill_session, needs_eager_rounding
+from kfuse.judge.verdict import kill_session, needs_precision_fallback
 from kfuse.loader import top_level_names
 
 SCHEMA = "kfuse.bench/1"
@@ -371,19 +371,19 @@ class Optimizer:
     the device, so a resumed run (a fresh machine with the carried --out) skips optimizing what it did before.
     """
 
-    def __init__(self, options: BenchOptions, eager_rounding: bool = False, ungraphed: bool = False):
-        # (`kfuse optimize --eager-rounding`, `--cuda-graph off`)
-        self.options, self.eager_rounding, self.ungraphed = options, eager_rounding, ungraphed
+    def __init__(self, options: BenchOptions, fallback: str | None = None, ungraphed: bool = False):
+        # fallback: one of PRECISION_FALLBACKS (`kfuse optimize --fallback`); ungraphed: `--cuda-graph off`
+        self.options, self.fallback, self.ungraphed = options, fallback, ungraphed
         self.folder, self.memo = options.out / "candidates", options.out / "optimized"
         self.folder.mkdir(parents=True, exist_ok=True)
         self.memo.mkdir(exist_ok=True)
-        self.salt = (f"{kfuse_sources_digest()} {torch_version()} {options.device}{' eager' * eager_rounding}"
+        self.salt = (f"{kfuse_sources_digest()} {torch_version()} {options.device} {fallback or ''}"
                      f"{' ungraphed' * ungraphed}").encode()
 
     def __call__(self, problem: Problem) -> dict:
         """{"path", "optimized", "reused"}, or {"status": "unsupported", "reasons"}."""
         options = self.options
-        stem = f"{problem.id}_new{'_eager_rounding' * self.eager_rounding}{'_ungraphed' * self.ungraphed}"
+        stem = f"{problem.id}_new{f'_{self.fallback}' if self.fallback else ''}{'_ungraphed' * self.ungraphed}"
         path, report = self.folder / f"{stem}.py", self.folder / f".{stem}.json"
         for stale in (path, report):  # a file from an earlier run must not stand for this one
             stale.unlink(missing_ok=True)
@@ -397,7 +397,7 @@ class Optimizer:
         except (OSError, json.JSONDecodeError, KeyError):
             pass  # not emitted before (or unreadable: optimize says why)
         command = ["-m", "kfuse", "optimize", str(problem.path), "-o", str(path), "--device", options.device,
-                   "--no-check", "--json", str(report)] + ["--eager-rounding"] * self.eager_rounding \
+                   "--no-check", "--json", str(report)] + ["--fallback", self.fallback] * bool(self.fallback) \
             + ["--cuda-graph", "off"] * self.ungraphed
         began = time.perf_counter()
         for attempt in range(1, OPTIMIZE_ATTEMPTS + 1):
@@ -452,6 +452,9 @@ class Optimizer:
         return unsupported(f"the problem could not be optimized: the process {how} while optimizing"
                            + (f": {tail}" if tail else ""))
 
+
+# kfuse.kernels.choices.PRECISION_FALLBACKS by name, in their order (`kfuse optimize --fallback NAME`)
+PRECISION_FALLBACKS = ("library_gemms", "eager_rounding")
 
 # An optimize that ran out of GPU memory is tried again, after OPTIMIZE_RETRY_S, then twice that.
 OPTIMIZE_ATTEMPTS, OPTIMIZE_RETRY_S = 3, 20
@@ -780,8 +783,8 @@ def record(problem: Problem, key: str | None, result: dict, options: BenchOption
         "gpu_to_itself": bool(result.get("gpu_to_itself")),  # out of GPU memory beside others, judged again alone
         "cached": cached,
         "key": key,
-        "eager_rounding": bool(result.get("eager_rounding")),  # optimize's second file (eager_rounding_pass)
-        "ungraphed": bool(result.get("ungraphed")),  # ... or third (ungraphed_pass)
+        "precision_fallback": result.get("precision_fallback"),  # the fallback's name: a second file (its pass)
+        "ungraphed": bool(result.get("ungraphed")),  # ... or a file without the CUDA graph (ungraphed_pass)
     }
 
 
@@ -1281,7 +1284,7 @@ def _bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
                 runner.run(jobs, on_start, on_done)
                 if pipeline is not None:
                     try:
-                        judged += eager_rounding_pass(problems, records, options, runner, on_start, lock)
+                        judged += precision_fallback_pass(problems, records, options, runner, on_start, lock)
                         judged += ungraphed_pass(problems, records, options, runner, on_start, lock)
                     except Exception as err:  # noqa: BLE001 - the first verdicts stand; the run's report is written
                         console.print(f"[yellow]kfuse bench: a second pass failed[/]: {first_line(err)}",
@@ -1320,29 +1323,32 @@ def _bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
     return BenchRun(ordered, summary, judged, counts["cached"], interrupted, files, meta)
 
 
-def eager_rounding_pass(problems: list[Problem], records: dict, options: BenchOptions, runner, on_start: Callable,
-                        lock: threading.Lock) -> int:
-    """kfuse optimize's fallback (needs_eager_rounding), at the end of the run: each such problem is optimized again
-    with eager's own rounding wherever a kernel would round otherwise and judged again; the new file replaces the
-    first where the judge finds it correct. Returns the number judged."""
-    again = [p for p in problems if needs_eager_rounding(records.get(p.id, {}).get("status"),
-                                                         bool(records.get(p.id, {}).get("precision_only")))]
-    return replan(again, Optimizer(options, eager_rounding=True), {"eager_rounding": True}, records, options,
-                  runner, on_start, lock)
+def precision_fallback_pass(problems: list[Problem], records: dict, options: BenchOptions, runner,
+                            on_start: Callable, lock: threading.Lock) -> int:
+    """kfuse optimize's fallbacks (needs_precision_fallback), at the end of the run: each such problem is optimized
+    again with each of choices.PRECISION_FALLBACKS in turn and judged; the first new file the judge finds correct
+    replaces the first. Returns the number judged."""
+    judged = 0
+    for name in PRECISION_FALLBACKS:
+        again = [p for p in problems if needs_precision_fallback(records.get(p.id, {}).get("status"),
+                                                                 bool(records.get(p.id, {}).get("precision_only")))]
+        judged += replan(again, Optimizer(options, fallback=name), {"precision_fallback": name}, records, options,
+                         runner, on_start, lock)
+    return judged
 
 
 def ungraphed_pass(problems: list[Problem], records: dict, options: BenchOptions, runner, on_start: Callable,
                    lock: threading.Lock) -> int:
     """kfuse optimize's fallback for a file whose forward runs as one CUDA graph and that the judge did not find
-    correct (kfuse/compiler/graphed.py): optimized again without the graph (and with eager's rounding where the
-    failed file had it) and judged again, replacing the first verdict where correct. Returns the number judged."""
+    correct (kfuse/compiler/graphed.py): optimized again without the graph (with the precision fallback the failed
+    file had, if any) and judged again, replacing the first verdict where correct. Returns the number judged."""
     judged = 0
-    for eager_rounding in (False, True):
+    for fallback in (None, *PRECISION_FALLBACKS):
         again = [p for p in problems if records.get(p.id, {}).get("cuda_graph")
                  and records[p.id].get("status") not in ("correct", "correct-parity")
-                 and bool(records[p.id].get("eager_rounding")) == eager_rounding]
-        optimize = Optimizer(options, eager_rounding=eager_rounding, ungraphed=True)
-        marks = {"ungraphed": True, "eager_rounding": eager_rounding}
+                 and records[p.id].get("precision_fallback") == fallback]
+        optimize = Optimizer(options, fallback=fallback, ungraphed=True)
+        marks = {"ungraphed": True, "precision_fallback": fallback}
         judged += replan(again, optimize, marks, records, options, runner, on_start, lock)
     return judged
 
@@ -1356,6 +1362,10 @@ def replan(again: list[Problem], optimize: Optimizer, marks: dict, records: dict
         emitted = optimize(problem)
         if "path" not in emitted:
             continue  # (no kernel left: the first file stays)
+        with contextlib.suppress(OSError):
+            if problem.candidate not in (None, emitted["path"]) \
+                    and emitted["path"].read_bytes() == problem.candidate.read_bytes():
+                continue  # the same file as the one judged last: nothing to learn
         problem.candidate = emitted["path"]
         try:
             key = cache_key(problem.path.read_bytes(), problem.candidate.read_bytes(), options)

@@ -66,10 +66,10 @@ def declares_atomics(tree: ast.Module) -> bool:
     return False
 
 
-def needs_eager_rounding(status: str | None, precision_only: bool) -> bool:
-    """Whether kfuse optimize's fallback applies (the problem planned again with eager's own rounding): a
-    correct-parity file (as accurate as eager, not within KernelBench's 1e-4 of it), or one incorrect on precision
-    parity alone (within 1e-4 of eager, further than its bound from float64)."""
+def needs_precision_fallback(status: str | None, precision_only: bool) -> bool:
+    """Whether kfuse optimize's fallbacks apply (the problem planned again with each of
+    choices.PRECISION_FALLBACKS in turn): a correct-parity file (as accurate as eager, not within KernelBench's 1e-4
+    of it), or one incorrect on precision parity alone (within 1e-4 of eager, further than its bound from float64)."""
     return status == "correct-parity" or (status == "incorrect" and precision_only)
 
 

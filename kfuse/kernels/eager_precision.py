@@ -135,18 +135,18 @@ def _probe_key(node: torch.fx.Node) -> tuple | None:
     return str(node.target), x, w, b is not None, out, rest
 
 
-def _probe_operands(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, out_shape: tuple,
-                    budget: int = PROBE_BYTES):
+def probe_operands(x_shape: tuple, w_shape: tuple, has_bias: bool, out_shape: tuple, budget: int = PROBE_BYTES,
+                   device: str = "cuda"):
     """A convolution's operands made as a problem makes them (PyTorch's default initialisation, inputs in [0, 1)),
     seeded, the batch cut so they (and two outputs) stay under `budget` bytes."""
     per_image = 4 * (math.prod(x_shape[1:]) + 2 * math.prod(out_shape[1:]))
     batch = max(1, min(x_shape[0], (budget - 4 * math.prod(w_shape)) // max(per_image, 1)))
-    generator = torch.Generator(device="cuda").manual_seed(0)
+    generator = torch.Generator(device=device).manual_seed(0)
     bound = math.prod(w_shape[1:]) ** -0.5  # nn.Conv*'s kaiming_uniform_(a=sqrt(5)) and its bias: 1 / sqrt(fan_in)
-    x = torch.rand((batch,) + x_shape[1:], device="cuda", generator=generator)
-    w = (torch.rand(w_shape, device="cuda", generator=generator) * 2 - 1) * bound
-    b = (torch.rand(w_shape[1] if "transpose" in target else w_shape[0], device="cuda", generator=generator) * 2 - 1) \
-        * bound if has_bias else None
+    x = torch.rand((batch,) + x_shape[1:], device=device, generator=generator)
+    w = (torch.rand(w_shape, device=device, generator=generator) * 2 - 1) * bound
+    # one bias per output channel: the weight's dim 0 for a convolution, dim 1 times the groups for a transposed one
+    b = (torch.rand(out_shape[1], device=device, generator=generator) * 2 - 1) * bound if has_bias else None
     return x, w, b
 
 
@@ -156,7 +156,7 @@ def _differs(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, out_sh
              variant: str) -> bool:
     """Is `variant`'s output (TF32 off, or channels-last operands) outside half of KernelBench's tolerance of
     eager's, on operands made as a problem makes them?"""
-    x, w, b = _probe_operands(target, x_shape, w_shape, has_bias, out_shape)
+    x, w, b = probe_operands(x_shape, w_shape, has_bias, out_shape)
     op = _op(target)
     with torch.no_grad():
         eager = op(x, w, b, *rest)
@@ -204,7 +204,7 @@ def _layout_medians(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool,
                     rest: tuple) -> dict[str, float]:
     """Median ms of the convolution NCHW and channels-last (its input converted in the call), interleaved."""
     budget = min(LAYOUT_PROBE_BYTES, torch.cuda.mem_get_info()[0] // 4)
-    x, w, b = _probe_operands(target, x_shape, w_shape, has_bias, out_shape, budget)
+    x, w, b = probe_operands(x_shape, w_shape, has_bias, out_shape, budget)
     op = _op(target)
     layout = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
     w_last = w.contiguous(memory_format=layout)
@@ -246,7 +246,7 @@ def tf32_rounding(node: torch.fx.Node) -> str | None:
 @_gpu_section()
 def _matching_rounding(target: str, x_shape: tuple, w_shape: tuple, has_bias: bool, out_shape: tuple,
                        rest: tuple) -> str | None:
-    x, w, b = _probe_operands(target, x_shape, w_shape, has_bias, out_shape)
+    x, w, b = probe_operands(x_shape, w_shape, has_bias, out_shape)
     op = _op(target)
     bound = ROUNDING_MATCH_SHARE * 1e-4
     found, best = None, math.inf
