@@ -95,3 +95,22 @@ def test_generated_cuda_compiles(name, tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "warning" not in done.stderr.lower(), done.stderr[-4000:]
+
+
+def test_a_file_grows_with_its_distinct_calls_not_with_its_layers(tmp_path):
+    """A loop of six identical steps: each library op has one operator handle, shared by its six calls, and the
+    docstring lists each fused chain and each unfused op once, with its count."""
+    from kfuse.compiler.optimize import optimize
+
+    problem = tmp_path / "repeated.py"
+    problem.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        for _ in range(6):\n"
+        "            x = torch.relu(torch.cat([x, x * 2], 1)[:, :16]) + 1\n        return x\n"
+        "def get_inputs():\n    return [torch.randn(4, 16)]\ndef get_init_inputs():\n    return []\n")
+    result = optimize(problem, tmp_path / "repeated_new.py", "cpu")
+    text = result.path.read_text()
+    assert len(result.kernels) == 12 and text.count("kf::call(op_cat,") == 6
+    assert text.count('kf::aten("aten::cat"') == 1 and text.count('kf::aten("aten::slice"') == 1
+    docstring = text[:text.index('"""', 3)]
+    assert "fused_relu_add (6 calls): aten.relu.default -> aten.add.Tensor" in docstring
+    assert "aten.cat.default x6, aten.slice.Tensor x6" in docstring and "fused_relu_add_2" not in docstring

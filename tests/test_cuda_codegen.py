@@ -123,7 +123,7 @@ def test_a_returned_convolution_stays_on_cudnn_with_a_bias_or_layout_kernel(tmp_
     assert (kernel["in_place_into"] is not None) == in_place
     text = result.path.read_text()
     assert ("_from_channels_last" in text) == channels_last
-    convolution = next(line for line in text.splitlines() if f"kf::call(op_{call.split('.')[1]}," in line)
+    convolution = next(line for line in text.splitlines() if f"kf::call(op_{call.split('.')[1]}" in line)
     assert "_weight, c10::IValue(), " in convolution and "bias added by the next kernel" in convolution
 
 

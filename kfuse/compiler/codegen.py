@@ -770,11 +770,14 @@ def _size_following(value, lines: dict, position: int, names: dict[str, str]) ->
 def _library_call(call: LibraryCall, names: dict[str, str], handles: list[str]) -> str:
     node = call.node
     schema = node.target._schema
-    handle = f"op_{node.name}"
     name, overload = schema.name, schema.overload_name
     if (name, overload) in _AS_RESHAPE:
         name, overload = "aten::reshape", ""
-    handles.append(f'    static const c10::OperatorHandle {handle} = kf::aten("{name}", "{overload}");')
+    # one handle per op and overload, shared by every call of it (a network calls the same op once per layer)
+    handle = f"op_{name.split('::')[-1]}" + (f"_{overload}" if overload else "")
+    declaration = f'    static const c10::OperatorHandle {handle} = kf::aten("{name}", "{overload}");'
+    if declaration not in handles:
+        handles.append(declaration)
     values = boxed_arguments(node)
     if call.bias_moved:  # the kernel that follows adds it, in the pass it makes anyway
         values[2] = None

@@ -9,6 +9,7 @@ stays as it was.
 from __future__ import annotations
 
 import ast
+import collections
 import hashlib
 import inspect
 import json
@@ -78,19 +79,33 @@ TF32_ROUNDING_WORDS = {"rna": "to nearest, ties away from zero", "rne": "to near
 
 
 def _summary(sources: Sources) -> str:
-    lines = []
+    """The docstring's list of kernels and library calls. A network calls the same kernel once per layer: calls of
+    one fused chain are one line with their count (an Elman RNN's 512 calls are two lines), so the list grows with
+    the distinct kernels, not with the layers."""
+    groups: dict[tuple, list[dict]] = {}
     for k in sources.kernels:
-        into = f" (in place into {k['in_place_into']})" if k["in_place_into"] else ""
-        tf32 = f" (TF32 where PyTorch allows it, operands rounded {TF32_ROUNDING_WORDS[k['tf32']]})" \
-            if k.get("tf32") else ""
-        lines.append(f"  {k['name']}: {' -> '.join(k['fuses'])}{into}{tf32}")
+        groups.setdefault((tuple(k["fuses"]), bool(k["in_place_into"]), k.get("tf32")), []).append(k)
+    lines = []
+    for (fuses, in_place, tf32), calls in groups.items():
+        first = calls[0]
+        count = f" ({len(calls)} calls)" if len(calls) > 1 else ""
+        into = "" if not in_place else f" (in place into {first['in_place_into']})" if len(calls) == 1 \
+            else " (each in place into its input)"
+        rounded = f" (TF32 where PyTorch allows it, operands rounded {TF32_ROUNDING_WORDS[tf32]})" if tf32 else ""
+        lines.append(f"  {first['name']}{count}: {' -> '.join(fuses)}{into}{rounded}")
     anchors = [u["op"] for u in sources.unfused if u["reason"].startswith("anchor")]
     rest = [u["op"] for u in sources.unfused if not u["reason"].startswith("anchor")]
     if anchors:
-        lines.append(f"  library calls: {', '.join(anchors)}")
+        lines.append(f"  library calls: {_counted(anchors)}")
     if rest:
-        lines.append(f"  unfused (ATen calls): {', '.join(rest)}")
+        lines.append(f"  unfused (ATen calls): {_counted(rest)}")
     return "\n".join(lines) if lines else "  (no kernels)"
+
+
+def _counted(ops: list[str]) -> str:
+    """Each op once, in order of first appearance, with its count where it repeats ("aten.cat.default x256")."""
+    counts = collections.Counter(ops)
+    return ", ".join(op + (f" x{counts[op]}" if counts[op] > 1 else "") for op in dict.fromkeys(ops))
 
 
 def _docstring(node: ast.AST) -> ast.Expr | None:
