@@ -752,6 +752,37 @@ def test_eager_rounding_keeps_eager_s_calls_but_exact_pointwise_ops(tmp_path):
     assert {op for k in kept.kernels for op in k["fuses"]} == {"aten.sub.Tensor", "aten.add.Tensor"}
 
 
+def test_the_precision_probe_takes_an_unbatched_input_whole():
+    """eager_precision.probe_operands: a convolution's unbatched input (channels first, one dim fewer than the
+    weight) is not cut as if its channels were a batch, and its bias follows the output's channels."""
+    conv = torch.nn.Conv2d(3, 8, 3)
+    out = conv(torch.rand(3, 9, 10))
+    x, w, b = probe_operands((3, 9, 10), tuple(conv.weight.shape), True, tuple(out.shape), budget=1, device="cpu")
+    assert x.shape == (3, 9, 10) and b.shape == (8,)
+    assert torch.nn.functional.conv2d(x, w, b).shape == out.shape
+
+
+def test_a_probe_that_fails_keeps_eager_s_call(capsys):
+    """eager_precision._guarded: a probe that raises gives the answer that keeps eager's own call, with a one-line
+    warning; running out of GPU memory still raises (the bench optimizes again later)."""
+    from kfuse.kernels import eager_precision
+
+    node = torch.fx.Graph().placeholder("convolution")
+
+    def broken(*args):
+        raise RuntimeError("expected bias to be 1-dimensional\nsecond line")
+
+    assert eager_precision._guarded(broken, (), True, node) is True
+    warning = capsys.readouterr().err
+    assert warning.count("\n") == 1 and "broken failed" in warning and "keeping eager's own call" in warning
+
+    def out_of_memory(*args):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        eager_precision._guarded(out_of_memory, (), True, node)
+
+
 def test_a_file_keeping_an_atomic_library_call_declares_it(tmp_path):
     """emit.NONDETERMINISTIC_ON_CUDA: eager's index_add adds with atomics on CUDA, so a file that keeps it as a
     library call differs bitwise run to run as eager does and says USES_ATOMICS = True (the judge then allows it);

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import sys
 
 import torch
 
@@ -119,7 +120,22 @@ def channels_last_keeps_result(node: torch.fx.Node) -> bool | None:
 
 def _ask(node: torch.fx.Node, variant: str) -> bool | None:
     key = _probe_key(node)
-    return None if key is None else _differs(*key, variant)
+    return None if key is None else _guarded(_differs, (*key, variant), True, node)
+
+
+def _guarded(probe, args: tuple, failed, node: torch.fx.Node):
+    """probe(*args), or `failed` where the probe raises: the answer that keeps eager's own call (TF32 as eager,
+    NCHW), so a probe that cannot run costs speed, never the problem. Running out of GPU memory beside other jobs
+    still raises: kfuse bench optimizes the problem again once memory is free."""
+    try:
+        return probe(*args)
+    except torch.cuda.OutOfMemoryError:
+        raise
+    except Exception as err:  # noqa: BLE001 - one line on stderr, and the conservative answer
+        first = str(err).splitlines()[0] if str(err) else ""
+        print(f"kfuse: warning: the GPU probe {probe.__name__} failed on {node.name} ({type(err).__name__}: "
+              f"{first[:200]}); keeping eager's own call for it", file=sys.stderr)
+        return failed
 
 
 def _probe_key(node: torch.fx.Node) -> tuple | None:
@@ -138,15 +154,20 @@ def _probe_key(node: torch.fx.Node) -> tuple | None:
 def probe_operands(x_shape: tuple, w_shape: tuple, has_bias: bool, out_shape: tuple, budget: int = PROBE_BYTES,
                    device: str = "cuda"):
     """A convolution's operands made as a problem makes them (PyTorch's default initialisation, inputs in [0, 1)),
-    seeded, the batch cut so they (and two outputs) stay under `budget` bytes."""
-    per_image = 4 * (math.prod(x_shape[1:]) + 2 * math.prod(out_shape[1:]))
-    batch = max(1, min(x_shape[0], (budget - 4 * math.prod(w_shape)) // max(per_image, 1)))
+    seeded, the batch cut so they (and two outputs) stay under `budget` bytes. An unbatched input (one dim fewer
+    than the weight: channels first) is taken whole."""
+    batched = len(x_shape) == len(w_shape)
+    if batched:
+        per_image = 4 * (math.prod(x_shape[1:]) + 2 * math.prod(out_shape[1:]))
+        batch = max(1, min(x_shape[0], (budget - 4 * math.prod(w_shape)) // max(per_image, 1)))
+        x_shape = (batch,) + tuple(x_shape[1:])
     generator = torch.Generator(device=device).manual_seed(0)
     bound = math.prod(w_shape[1:]) ** -0.5  # nn.Conv*'s kaiming_uniform_(a=sqrt(5)) and its bias: 1 / sqrt(fan_in)
-    x = torch.rand((batch,) + x_shape[1:], device=device, generator=generator)
+    x = torch.rand(x_shape, device=device, generator=generator)
     w = (torch.rand(w_shape, device=device, generator=generator) * 2 - 1) * bound
     # one bias per output channel: the weight's dim 0 for a convolution, dim 1 times the groups for a transposed one
-    b = (torch.rand(out_shape[1], device=device, generator=generator) * 2 - 1) * bound if has_bias else None
+    channels = out_shape[1] if batched else out_shape[0]
+    b = (torch.rand(channels, device=device, generator=generator) * 2 - 1) * bound if has_bias else None
     return x, w, b
 
 
@@ -188,7 +209,7 @@ def channels_last_slower(node: torch.fx.Node) -> bool | None:
     eager's NCHW call on this GPU? Timed on operands of the node's shapes (the batch cut only past
     LAYOUT_PROBE_BYTES). None without a CUDA device."""
     key = _probe_key(node)
-    return None if key is None else _layout_slower(*key)
+    return None if key is None else _guarded(_layout_slower, key, True, node)
 
 
 @functools.lru_cache(maxsize=None)
@@ -239,7 +260,7 @@ def tf32_rounding(node: torch.fx.Node) -> str | None:
     in fp32, so a kernel that rounds as the probe says and accumulates in fp32 differs from eager's only by the
     order of its sums."""
     key = _probe_key(node)
-    return None if key is None else _matching_rounding(*key)
+    return None if key is None else _guarded(_matching_rounding, key, None, node)
 
 
 @functools.lru_cache(maxsize=None)
@@ -284,7 +305,7 @@ def _recurrent_differs(node: torch.fx.Node) -> bool | None:
     rest = tuple(values[3:])
     if shapes[0] is None or any(isinstance(v, torch.fx.Node) for v in rest):
         return None
-    return _recurrent_probe(str(node.target), tuple(shapes), rest)
+    return _guarded(_recurrent_probe, (str(node.target), tuple(shapes), rest), True, node)
 
 
 @functools.lru_cache(maxsize=None)
