@@ -18,7 +18,8 @@ and the variant (cuDNN's TF32 off, or channels-last operands). The variant gives
 within half of KernelBench's tolerance of it: a difference of the size KernelBench would see on the problem's own
 weights, not the bare fact of TF32 (which the first version of this probe tested, and which moved
 level1/55_conv_standard_2D from cuDNN channels-last, correct at 0.94x eager, to kfuse's kernel at 0.17x).
-Without a visible CUDA device the answer is None.
+Without a visible CUDA device the answer is None. A probe that raises (a shape it did not foresee) gives the answer
+that keeps eager's own call, with a one-line warning: it costs speed, never the problem.
 
 Where both layouts give eager's output, which is faster is asked of the GPU too (channels_last_slower): cuDNN ran
 the suite's convolutions 1.2-2.1x faster channels-last (results/probes-NVIDIA-H100-80GB-HBM3-2026-11-22-s3.md), but
