@@ -212,9 +212,17 @@ KF_HD float operand_at(const kf::Operand& o, const kf::Shape& shape, int64_t i) 
 
 
 def _epilogue_struct(step: GemmStep) -> str:
-    """The functor applied to each product element: bias, then the fused chain's op function."""
+    """The functor applied to each product element: bias, then the fused chain's op function. One that reads no
+    operand besides the product holds nothing (a bare product's writes the value as it is)."""
     count = len(step.epilogue_inputs)
     slot = {name: k for k, name in enumerate(step.epilogue_inputs)}
+    if not count and not step.epilogue:
+        return f"""
+// The epilogue of {step.name}: {' -> '.join(step.ops)}: none, the product is written as it is.
+struct {step.name}_epilogue {{
+    KF_HD float operator()(float value, int64_t) const {{ return value; }}
+}};
+"""
     lines = ["        float v = value;"]
     if step.bias:
         lines.append(f"        v += kf_gemm::operand_at(o[{slot[step.bias]}], shape, i);  // {step.bias}, added first")
@@ -223,12 +231,13 @@ def _epilogue_struct(step: GemmStep) -> str:
                          for name in step.epilogue.inputs)
         lines.append(f"        v = {step.epilogue.name}_op({args});")
     body = "\n".join(lines)
+    members = ("    kf::Operand o[%d];  // operands viewed with the output's shape\n    kf::Shape shape;\n" % count
+               if count else "")
+    index = " i" if count else ""
     return f"""
 // The epilogue of {step.name}: {' -> '.join(step.ops)}, in registers before the one write.
 struct {step.name}_epilogue {{
-    kf::Operand o[{max(count, 1)}];  // operands viewed with the output's shape
-    kf::Shape shape;
-    KF_HD float operator()(float value, int64_t i) const {{
+{members}    KF_HD float operator()(float value, int64_t{index}) const {{
 {body}
         return v;
     }}
@@ -240,7 +249,8 @@ def _device_code(step: GemmStep, target: str) -> str:
     count = len(step.epilogue_inputs)
     fill = (f"    {step.name}_epilogue e;\n"
             f"    for (int k = 0; k < {count}; ++k) e.o[k] = operands[k];\n"
-            f"    e.shape = shape;\n")
+            f"    e.shape = shape;\n") if count else f"    const {step.name}_epilogue e{{}};\n"
+    names = "operands, const kf::Shape& shape" if count else "/* operands */, const kf::Shape& /* shape */"
     if target == "cuda":
         c = step.config
         args = c.arguments(step.a_k_contiguous, step.b_k_contiguous, step.split_k)
@@ -252,14 +262,14 @@ def _device_code(step: GemmStep, target: str) -> str:
                      f"kf_gemm::workspace_floats<{c.bm}, {c.bn}, {c.bk}, {flag(step.a_k_contiguous)}, "
                      f"{flag(step.b_k_contiguous)}, {flag(step.split_k)}, {c.wgmma_bn}>(p, sms)")
         return (_epilogue_struct(step)
-                + f"\ncudaError_t {step.name}_launch(const kf_gemm::Problem& p, const kf::Operand* operands, "
-                  f"const kf::Shape& shape, float* workspace, int sms, cudaStream_t stream) {{\n{fill}"
+                + f"\ncudaError_t {step.name}_launch(const kf_gemm::Problem& p, const kf::Operand* {names}, "
+                  f"float* workspace, int sms, cudaStream_t stream) {{\n{fill}"
                   f"    return {call};\n}}\n"
                   f"int64_t {step.name}_workspace(const kf_gemm::Problem& p, int sms) {{\n"
                   f"    return {workspace};\n}}\n")
     return _epilogue_struct(step) + f"""
 // {step.name} on the CPU: one output row per iteration, accumulated in double over K, then the epilogue.
-void {step.name}_run(const kf_gemm::Problem& p, const kf::Operand* operands, const kf::Shape& shape) {{
+void {step.name}_run(const kf_gemm::Problem& p, const kf::Operand* {names}) {{
 {fill}    at::parallel_for(0, p.batch * p.M, 1, [&](int64_t begin, int64_t end) {{
         std::vector<double> row(p.N);
         for (int64_t r = begin; r < end; ++r) {{
@@ -375,7 +385,8 @@ def render(steps: list[GemmStep], target: str) -> GemmSources:
     hopper_only = wgmma and all(s.config.wgmma_bn > 0 for s in tiled) and _planned_on_hopper()
     template = (gemm_template(bool(tiled), wgmma, any(s.gemv for s in steps), any(s.small_k for s in steps),
                               hopper_only) if target == "cuda" else "")
-    device = template + EPILOGUE_HELPERS + functions + "".join(_device_code(s, target) for s in steps)
+    helpers = EPILOGUE_HELPERS if any(s.epilogue_inputs for s in steps) else ""  # (operand_at: no reader, none)
+    device = template + helpers + functions + "".join(_device_code(s, target) for s in steps)
     host = "".join(_host_wrapper(s, target) for s in steps)
     if target == "cuda":
         host = "".join(f"cudaError_t {s.name}_launch(const kf_gemm::Problem& p, const kf::Operand* operands, "
