@@ -198,6 +198,11 @@ def host_headers(host_code: str) -> str:
     return HOST_HEADERS + "".join(f"#include <{h}>\n" for h in extra) + HOST_EMPTY
 
 
+def _host_runtime(host: str) -> str:
+    """HOST_RUNTIME where the host code broadcasts operands (kf::prepare): a bare product's file does not."""
+    return HOST_RUNTIME if "kf::prepare(" in host else ""
+
+
 CUDA_HOST_HEADERS = """#include <cuda_runtime_api.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -974,7 +979,7 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
         host = ((CHANNELS_LAST_COPY_HOST if channels_last else "") + launches
                 + host_wrappers + red.decls + red.host + att.decls + att.host + win.decls + win.host + gm.decls
                 + gm.host + conv.host + rnn.decls + rnn.host + forward)
-        cpp = (host_headers(host) + CUDA_HOST_HEADERS + COMMON + conv.common + HOST_RUNTIME
+        cpp = (host_headers(host) + CUDA_HOST_HEADERS + COMMON + conv.common + _host_runtime(host)
                + (DISPATCH_RUNTIME if CALLS_ATEN in host else "") + CUDA_HOST_RUNTIME + host)
     else:
         cuda = None
@@ -984,7 +989,7 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
                 + conv.host + rnn.decls + rnn.host + forward)
         cpp = (host_headers(host) + "#include <ATen/Parallel.h>\n" + COMMON + conv.common
                + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions + conv.functions)
-               + HOST_RUNTIME + (DISPATCH_RUNTIME if CALLS_ATEN in host else "") + host)
+               + _host_runtime(host) + (DISPATCH_RUNTIME if CALLS_ATEN in host else "") + host)
     kernels = [{"name": k.name, "fuses": k.ops, "in_place_into": k.write_into,
                 "reads_channels_last": k.channels_last_input} for k in plan.kernels]
     kernels += [{"name": k.name, "fuses": k.ops, "in_place_into": None, "reads_channels_last": None}

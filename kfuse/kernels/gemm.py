@@ -250,7 +250,7 @@ def _device_code(step: GemmStep, target: str) -> str:
     fill = (f"    {step.name}_epilogue e;\n"
             f"    for (int k = 0; k < {count}; ++k) e.o[k] = operands[k];\n"
             f"    e.shape = shape;\n") if count else f"    const {step.name}_epilogue e{{}};\n"
-    names = "operands, const kf::Shape& shape" if count else "/* operands */, const kf::Shape& /* shape */"
+    operands = _operand_parameters(step)
     if target == "cuda":
         c = step.config
         args = c.arguments(step.a_k_contiguous, step.b_k_contiguous, step.split_k)
@@ -262,14 +262,14 @@ def _device_code(step: GemmStep, target: str) -> str:
                      f"kf_gemm::workspace_floats<{c.bm}, {c.bn}, {c.bk}, {flag(step.a_k_contiguous)}, "
                      f"{flag(step.b_k_contiguous)}, {flag(step.split_k)}, {c.wgmma_bn}>(p, sms)")
         return (_epilogue_struct(step)
-                + f"\ncudaError_t {step.name}_launch(const kf_gemm::Problem& p, const kf::Operand* {names}, "
-                  f"float* workspace, int sms, cudaStream_t stream) {{\n{fill}"
+                + f"\ncudaError_t {step.name}_launch(const kf_gemm::Problem& p, {operands}float* workspace, int sms, "
+                  f"cudaStream_t stream) {{\n{fill}"
                   f"    return {call};\n}}\n"
                   f"int64_t {step.name}_workspace(const kf_gemm::Problem& p, int sms) {{\n"
                   f"    return {workspace};\n}}\n")
     return _epilogue_struct(step) + f"""
 // {step.name} on the CPU: one output row per iteration, accumulated in double over K, then the epilogue.
-void {step.name}_run(const kf_gemm::Problem& p, const kf::Operand* {names}) {{
+void {step.name}_run(const kf_gemm::Problem& p{", " + operands.rstrip(", ") if operands else ""}) {{
 {fill}    at::parallel_for(0, p.batch * p.M, 1, [&](int64_t begin, int64_t end) {{
         std::vector<double> row(p.N);
         for (int64_t r = begin; r < end; ++r) {{
@@ -328,32 +328,40 @@ def _problem_lines(step: GemmStep) -> str:
 """
 
 
+def _operand_parameters(step: GemmStep) -> str:
+    """The epilogue operands' parameters of a step's launch (or CPU run) function: none where it reads none."""
+    return "const kf::Operand* operands, const kf::Shape& shape, " if step.epilogue_inputs else ""
+
+
 def _host_wrapper(step: GemmStep, target: str) -> str:
     extra = step.epilogue_inputs
     params = ", ".join(["const at::Tensor& a_in", "const at::Tensor& b_in"]
                        + [f"const at::Tensor& e{k}" for k in range(len(extra))])
     inputs = ", ".join(["&out"] + [f"&e{k}" for k in range(len(extra))])
+    passed = "operands + 1, shape, " if extra else ""
     if target == "cuda":
         run = (f"    const int sms = kf::sm_count(out.get_device());\n"
                f"    const int64_t workspace_floats = {step.name}_workspace(p, sms);  // split K, Hopper planes\n"
                f"    at::Tensor workspace = kf::empty({{workspace_floats}}, out.options());\n"
-               f"    C10_CUDA_CHECK({step.name}_launch(p, operands + 1, shape, workspace.data_ptr<float>(), sms,\n"
+               f"    C10_CUDA_CHECK({step.name}_launch(p, {passed}workspace.data_ptr<float>(), sms,\n"
                f"                                        c10::cuda::getCurrentCUDAStream()));\n"
                f"    C10_CUDA_KERNEL_LAUNCH_CHECK();\n")
     else:
-        run = f"    {step.name}_run(p, operands + 1, shape);\n"
+        run = f"    {step.name}_run(p{', ' + passed.rstrip(', ') if extra else ''});\n"
+    # the epilogue's operands broadcast to the product's shape, their descriptors filled (none: nothing to check)
+    described = (f"""    kf::Operand operands[{len(extra) + 1}];
+    kf::Shape shape;
+    const at::Tensor* inputs[{len(extra) + 1}] = {{{inputs}}};
+    TORCH_CHECK(kf::prepare(inputs, {len(extra) + 1}, &out, operands, shape).is_same(out),
+                "kfuse GEMM: an epilogue operand does not broadcast to the product's shape");
+""" if extra else "")
     return f"""
 // {step.name}: {' -> '.join(step.ops)}: the product and its epilogue in one kernel, the output written once
 at::Tensor {step.name}({params}) {{
     TORCH_CHECK(a_in.scalar_type() == at::kFloat && b_in.scalar_type() == at::kFloat, "kfuse GEMM expects float32");
     TORCH_CHECK(a_in.device() == b_in.device(), "kfuse GEMM: operands on different devices");
 {_problem_lines(step)}    at::Tensor out = kf::empty(out_sizes, a_in.options().memory_format(at::MemoryFormat::Contiguous));
-    kf::Operand operands[{len(extra) + 1}];
-    kf::Shape shape;
-    const at::Tensor* inputs[{len(extra) + 1}] = {{{inputs}}};
-    TORCH_CHECK(kf::prepare(inputs, {len(extra) + 1}, &out, operands, shape).is_same(out),
-                "kfuse GEMM: an epilogue operand does not broadcast to the product's shape");
-    if (out.numel() == 0) return out;
+{described}    if (out.numel() == 0) return out;
     p.out = out.data_ptr<float>();
 {run}    return out;
 }}
@@ -389,8 +397,8 @@ def render(steps: list[GemmStep], target: str) -> GemmSources:
     device = template + helpers + functions + "".join(_device_code(s, target) for s in steps)
     host = "".join(_host_wrapper(s, target) for s in steps)
     if target == "cuda":
-        host = "".join(f"cudaError_t {s.name}_launch(const kf_gemm::Problem& p, const kf::Operand* operands, "
-                       f"const kf::Shape& shape, float* workspace, int sms, cudaStream_t stream);\n"
+        host = "".join(f"cudaError_t {s.name}_launch(const kf_gemm::Problem& p, {_operand_parameters(s)}"
+                       f"float* workspace, int sms, cudaStream_t stream);\n"
                        f"int64_t {s.name}_workspace(const kf_gemm::Problem& p, int sms);\n" for s in steps) + host
     return GemmSources(device, host, GEMM_DECLS, functions, sm90a=wgmma)
 
