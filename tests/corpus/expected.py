@@ -28,6 +28,8 @@ CORPUS = {
     # From the review of the judge: a candidate attacking the judge from inside its own process.
     "leaky_forged_verdict": ("leaky_relu", "incorrect", "mismatch", ("cpu",)),
     "leaky_reused_buffer": ("leaky_relu", "incorrect", "bitwise", ("cpu",)),
+    # Run-to-run differences its problem's Model has too (an atomic library call kept): allowed.
+    "leaky_inherited_variation": ("leaky_relu_varying", "correct", "", ("cpu",)),
     # Told, not judged: another batch size (the verdict's other_batch) is no part of KernelBench's check.
     "leaky_fixed_batch": ("leaky_relu", "correct", "", ("cpu",)),
 }
