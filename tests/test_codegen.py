@@ -114,3 +114,32 @@ def test_a_file_grows_with_its_distinct_calls_not_with_its_layers(tmp_path):
     docstring = text[:text.index('"""', 3)]
     assert "fused_relu_add (6 calls): aten.relu.default -> aten.add.Tensor" in docstring
     assert "aten.cat.default x6, aten.slice.Tensor x6" in docstring and "fused_relu_add_2" not in docstring
+
+
+def test_model_new_refuses_constructor_numbers_other_than_those_compiled_in(tmp_path):
+    """emit._with_constructor_guard: the numbers a Model is built with are folded into the kernels (a scale, an
+    epsilon, the planned sizes), so ModelNew's __init__ raises for other values instead of computing with the old
+    ones; get_init_inputs' values and the literal defaults pass, and arguments that are not numbers are not checked."""
+    import re
+
+    from kfuse.compiler.optimize import optimize
+
+    problem = tmp_path / "scaled.py"
+    problem.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n"
+        "    def __init__(self, features, scale, name, eps=1e-5, sizes=(2, 3)):\n"
+        "        super().__init__()\n        self.linear = torch.nn.Linear(features, features)\n"
+        "        self.scale, self.eps = scale, eps\n"
+        "    def forward(self, x):\n        return torch.relu(self.linear(x)) * self.scale + self.eps\n"
+        "def get_inputs():\n    return [torch.randn(4, 16)]\n"
+        "def get_init_inputs():\n    return [16, 0.5, 'layer']\n")
+    text = optimize(problem, tmp_path / "scaled_new.py", "cpu").path.read_text()
+    assert "compiled_for = dict(features=16, scale=0.5, eps=1e-05, sizes=(2, 3))" in text
+    namespace = {}
+    exec(re.sub(r"kernels = load_inline\(.*?\n\)\n", "kernels = None\n", text, flags=re.S), namespace)
+    model_new = namespace["ModelNew"]
+    model_new(16, 0.5, "another name")  # the values it was compiled for (the name is no number: not checked)
+    with pytest.raises(ValueError, match="compiled for .*scale.: 0.5"):
+        model_new(16, 0.25, "layer")
+    with pytest.raises(ValueError, match="run kfuse again"):
+        model_new(16, 0.5, "layer", eps=1e-3)

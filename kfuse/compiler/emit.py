@@ -13,6 +13,7 @@ import collections
 import hashlib
 import inspect
 import json
+import math
 import re
 import textwrap
 from pathlib import Path
@@ -139,16 +140,73 @@ def without_docstrings(text: str) -> str:
     return "\n".join(lines)
 
 
-def _class_body(source: str, model: ast.ClassDef) -> list[str]:
-    """Model's body without its docstring and forward, as source text, `super(Model, self)` renamed."""
+def _class_body(source: str, model: ast.ClassDef, init_inputs: list | None = None) -> list[str]:
+    """Model's body without its docstring and forward, as source text, `super(Model, self)` renamed; its __init__
+    first checks the numbers it is given against those the kernels were compiled for (_constructor_guard)."""
     chunks = []
     for i, node in enumerate(model.body):
         if (i == 0 and _docstring(model) is node) or (isinstance(node, ast.FunctionDef) and node.name == "forward"):
             continue
         first = node.decorator_list[0].lineno if getattr(node, "decorator_list", None) else node.lineno
         text = textwrap.dedent("\n".join(source.splitlines()[first - 1:node.end_lineno]))
-        chunks.append(re.sub(r"\bsuper\(\s*Model\s*,", "super(ModelNew,", without_docstrings(text)))
+        text = re.sub(r"\bsuper\(\s*Model\s*,", "super(ModelNew,", without_docstrings(text))
+        if isinstance(node, ast.FunctionDef) and node.name == "__init__" and init_inputs is not None:
+            text = _with_constructor_guard(text, init_inputs)
+        chunks.append(text)
     return chunks
+
+
+def _literal(value) -> str | None:
+    """Python source for a number (or a tuple or list of numbers) that reads back equal; None for anything else."""
+    if isinstance(value, bool):
+        return repr(bool(value))
+    if isinstance(value, int):
+        return repr(int(value))  # (a subclass's repr may not read back: plain int and float)
+    if isinstance(value, float):
+        return repr(float(value)) if math.isfinite(value) else None
+    if isinstance(value, (tuple, list)) and value and all(_literal(v) is not None for v in value):
+        items = ", ".join(_literal(v) for v in value)
+        return f"({items},)" if isinstance(value, tuple) and len(value) == 1 else \
+            f"({items})" if isinstance(value, tuple) else f"[{items}]"
+    return None
+
+
+def _with_constructor_guard(init_text: str, init_inputs: list) -> str:
+    """__init__'s text with a first statement that raises where a number it is given differs from the one the
+    file was compiled for (get_init_inputs' value, or a literal default): kfuse folds such numbers into its
+    kernels (a multiplier, a slope, an epsilon, the sizes the kernels are planned for), so another value would be
+    a silent wrong answer. Arguments that are not numbers, *args and **kwargs are not checked."""
+    tree = ast.parse(init_text)
+    init = tree.body[0]
+    if not isinstance(init, ast.FunctionDef) or not init.body or init.body[0].lineno == init.lineno:
+        return init_text
+    params = init.args.args[1:]
+    defaults = dict(zip([a.arg for a in params[len(params) - len(init.args.defaults):]], init.args.defaults))
+    checked = []
+    for i, param in enumerate(params):
+        if i < len(init_inputs):
+            value = _literal(init_inputs[i])
+        elif param.arg in defaults:
+            try:
+                value = _literal(ast.literal_eval(defaults[param.arg]))
+            except ValueError:  # not a literal (a name, a call): not checked
+                value = None
+        else:
+            value = None
+        if value is not None:
+            checked.append((param.arg, value))
+    if not checked:
+        return init_text
+    given = ", ".join(name for name, _ in checked) + ("," if len(checked) == 1 else "")
+    lines = init_text.splitlines()
+    at = init.body[0].lineno - 1
+    indent = re.match(r"\s*", lines[at]).group(0)
+    guard = [f"{indent}# numbers kfuse compiled into the kernels: other values need another file",
+             f"{indent}compiled_for = dict({', '.join(f'{name}={value}' for name, value in checked)})",
+             f"{indent}if ({given}) != tuple(compiled_for.values()):",
+             f'{indent}    raise ValueError(f"this ModelNew was compiled for {{compiled_for}}: run kfuse again for other '
+             f'values")']
+    return "\n".join(lines[:at] + guard + lines[at:])
 
 
 def _rebuilt(structure, leaves) -> str:
@@ -191,9 +249,10 @@ def copied_bytes(captured: Captured, example_inputs: list) -> int:
 
 
 def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, example_inputs: list,
-         precision: str = "fp32", graph_launches: int | None = None) -> str:
+         precision: str = "fp32", graph_launches: int | None = None, init_inputs: list | None = None) -> str:
     """The file's text. graph_launches: the forward runs as one CUDA graph (kfuse/compiler/graphed.py) in place of
-    that many launches; None: launch by launch."""
+    that many launches; None: launch by launch. init_inputs: the constructor's arguments the model was captured
+    with (ModelNew's __init__ checks its numbers against them); None: not checked."""
     source = problem_path.read_text(encoding="utf-8-sig")
     tree = ast.parse(source)
     model = _find_model(tree)
@@ -267,7 +326,7 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     bases = ", ".join(ast.get_source_segment(source, b) for b in model.bases)
     model_new = [f"class ModelNew({bases}):",
                  f'    """{problem_path.name}\'s Model with its forward fused into kfuse kernels."""\n']
-    for chunk in _class_body(source, model):
+    for chunk in _class_body(source, model, init_inputs):
         model_new.append(textwrap.indent(chunk.rstrip(), "    ") + "\n")
     model_new.append(f"    def forward({ast.unparse(forward.args)}):")
     for name, value in _frozen_numbers(forward, example_inputs):

@@ -115,7 +115,8 @@ def optimize(problem_path: Path, output: Path, device: str, precision: str = "fp
         launches = launches_per_forward(sources)
         graphed = use_graph(choices.current().cuda_graph, device, captured.graph, launches,
                             copied_bytes(captured, example))
-        text = emit(problem_path, captured, sources, device, example, precision, launches if graphed else None)
+        text = emit(problem_path, captured, sources, device, example, precision, launches if graphed else None,
+                    init_inputs)
     except (EmitError, NotImplementedError) as err:
         raise UsageError(f"cannot emit a ModelNew for {problem_path.name}: {err}") from None
     output.parent.mkdir(parents=True, exist_ok=True)
