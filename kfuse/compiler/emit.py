@@ -142,7 +142,7 @@ def without_docstrings(text: str) -> str:
 
 def _class_body(source: str, model: ast.ClassDef, init_inputs: list | None = None) -> list[str]:
     """Model's body without its docstring and forward, as source text, `super(Model, self)` renamed; its __init__
-    first checks the numbers it is given against those the kernels were compiled for (_constructor_guard)."""
+    first checks the numbers it is given against those the kernels were compiled for (_with_constructor_guard)."""
     chunks = []
     for i, node in enumerate(model.body):
         if (i == 0 and _docstring(model) is node) or (isinstance(node, ast.FunctionDef) and node.name == "forward"):

@@ -85,7 +85,8 @@ PRECISION_FALLBACKS: tuple[tuple[str, Choices], ...] = (
 def changes(choices: Choices) -> dict:
     """The fields of `choices` that differ from the defaults: what a fallback sets on top of the choices in use."""
     base = Choices()
-    return {f.name: getattr(choices, f.name) for f in fields(choices) if getattr(choices, f.name) != getattr(base, f.name)}
+    return {f.name: getattr(choices, f.name) for f in fields(choices)
+            if getattr(choices, f.name) != getattr(base, f.name)}
 
 
 # What `kfuse tune` tries: the defaults, then one choice changed at a time (the planner's decisions are mostly
