@@ -98,6 +98,19 @@ def test_summary_counts():
     assert s["roofline_fraction"] == {"median": 0.375, "count": 2}
     assert s["unfused_ops"] == {"linear": 2, "sum": 1}
     assert [f["reason"] for f in s["failures"]["timeout"]] == ["timeout!"]
+    assert s["precision_fallbacks"] == {}
+
+
+def test_summary_counts_precision_fallbacks():
+    """The problems whose file is a precision fallback's, per fallback, in the summary and its headlines."""
+    from kfuse.bench.report import headlines
+
+    records = RECORDS + [dict(rec("correct", 1.1), precision_fallback="library_gemms"),
+                         dict(rec("correct", 0.9), precision_fallback="library_gemms"),
+                         dict(rec("correct", 1.0), precision_fallback="eager_rounding")]
+    s = summarize(records, ["vs_eager"])
+    assert s["precision_fallbacks"] == {"library_gemms": 2, "eager_rounding": 1}
+    assert ("precision fallbacks", "2 library_gemms, 1 eager_rounding") in [row[:2] for row in headlines(s)]
 
 
 def test_report_files_and_headlines(tmp_path):

@@ -95,6 +95,8 @@ def summarize(records: list[dict], baselines: list[str], total: int | None = Non
                                     if r.get("other_batch"))),
         "other_length": dict(Counter((r.get("other_length") or "").split(":")[0].split(" ")[0] for r in records
                                      if r.get("other_length"))),
+        # problems whose file is a precision fallback's (the first was incorrect on precision alone), per fallback
+        "precision_fallbacks": dict(Counter(r["precision_fallback"] for r in records if r.get("precision_fallback"))),
     }
     for b in baselines:
         value, count = geomean(records, b)
@@ -171,6 +173,10 @@ def headlines(summary: dict) -> list[tuple[str, str, str]]:
         if other:
             told = ", ".join(f"{other[k]} {k}" for k in ("passed", "failed", "skipped") if other.get(k))
             rows.append((what, told, "told, not judged"))
+    fallbacks = summary.get("precision_fallbacks") or {}
+    if fallbacks:
+        rows.append(("precision fallbacks", ", ".join(f"{n} {name}" for name, n in fallbacks.items()),
+                     "planned again after the judge found the first file incorrect on precision alone"))
     return rows
 
 
