@@ -250,7 +250,7 @@ def _device_code(step: GemmStep, target: str) -> str:
     fill = (f"    {step.name}_epilogue e;\n"
             f"    for (int k = 0; k < {count}; ++k) e.o[k] = operands[k];\n"
             f"    e.shape = shape;\n") if count else f"    const {step.name}_epilogue e{{}};\n"
-    operands = _operand_parameters(step)
+    params = _problem_parameters(step)
     if target == "cuda":
         c = step.config
         args = c.arguments(step.a_k_contiguous, step.b_k_contiguous, step.split_k)
@@ -262,14 +262,14 @@ def _device_code(step: GemmStep, target: str) -> str:
                      f"kf_gemm::workspace_floats<{c.bm}, {c.bn}, {c.bk}, {flag(step.a_k_contiguous)}, "
                      f"{flag(step.b_k_contiguous)}, {flag(step.split_k)}, {c.wgmma_bn}>(p, sms)")
         return (_epilogue_struct(step)
-                + f"\ncudaError_t {step.name}_launch(const kf_gemm::Problem& p, {operands}float* workspace, int sms, "
-                  f"cudaStream_t stream) {{\n{fill}"
+                + f"\ncudaError_t {step.name}_launch({params}, float* workspace, int sms, cudaStream_t stream) "
+                  f"{{\n{fill}"
                   f"    return {call};\n}}\n"
                   f"int64_t {step.name}_workspace(const kf_gemm::Problem& p, int sms) {{\n"
                   f"    return {workspace};\n}}\n")
     return _epilogue_struct(step) + f"""
 // {step.name} on the CPU: one output row per iteration, accumulated in double over K, then the epilogue.
-void {step.name}_run(const kf_gemm::Problem& p{", " + operands.rstrip(", ") if operands else ""}) {{
+void {step.name}_run({params}) {{
 {fill}    at::parallel_for(0, p.batch * p.M, 1, [&](int64_t begin, int64_t end) {{
         std::vector<double> row(p.N);
         for (int64_t r = begin; r < end; ++r) {{
@@ -328,9 +328,11 @@ def _problem_lines(step: GemmStep) -> str:
 """
 
 
-def _operand_parameters(step: GemmStep) -> str:
-    """The epilogue operands' parameters of a step's launch (or CPU run) function: none where it reads none."""
-    return "const kf::Operand* operands, const kf::Shape& shape, " if step.epilogue_inputs else ""
+def _problem_parameters(step: GemmStep) -> str:
+    """The first parameters of a step's launch (or CPU run) function: the problem, then the epilogue's operands
+    where it reads any."""
+    operands = ["const kf::Operand* operands", "const kf::Shape& shape"] if step.epilogue_inputs else []
+    return ", ".join(["const kf_gemm::Problem& p", *operands])
 
 
 def _host_wrapper(step: GemmStep, target: str) -> str:
@@ -338,16 +340,16 @@ def _host_wrapper(step: GemmStep, target: str) -> str:
     params = ", ".join(["const at::Tensor& a_in", "const at::Tensor& b_in"]
                        + [f"const at::Tensor& e{k}" for k in range(len(extra))])
     inputs = ", ".join(["&out"] + [f"&e{k}" for k in range(len(extra))])
-    passed = "operands + 1, shape, " if extra else ""
+    passed = ["p"] + (["operands + 1", "shape"] if extra else [])
     if target == "cuda":
         run = (f"    const int sms = kf::sm_count(out.get_device());\n"
                f"    const int64_t workspace_floats = {step.name}_workspace(p, sms);  // split K, Hopper planes\n"
                f"    at::Tensor workspace = kf::empty({{workspace_floats}}, out.options());\n"
-               f"    C10_CUDA_CHECK({step.name}_launch(p, {passed}workspace.data_ptr<float>(), sms,\n"
+               f"    C10_CUDA_CHECK({step.name}_launch({', '.join(passed)}, workspace.data_ptr<float>(), sms,\n"
                f"                                        c10::cuda::getCurrentCUDAStream()));\n"
                f"    C10_CUDA_KERNEL_LAUNCH_CHECK();\n")
     else:
-        run = f"    {step.name}_run(p{', ' + passed.rstrip(', ') if extra else ''});\n"
+        run = f"    {step.name}_run({', '.join(passed)});\n"
     # the epilogue's operands broadcast to the product's shape, their descriptors filled (none: nothing to check)
     described = (f"""    kf::Operand operands[{len(extra) + 1}];
     kf::Shape shape;
@@ -397,8 +399,8 @@ def render(steps: list[GemmStep], target: str) -> GemmSources:
     device = template + helpers + functions + "".join(_device_code(s, target) for s in steps)
     host = "".join(_host_wrapper(s, target) for s in steps)
     if target == "cuda":
-        host = "".join(f"cudaError_t {s.name}_launch(const kf_gemm::Problem& p, {_operand_parameters(s)}"
-                       f"float* workspace, int sms, cudaStream_t stream);\n"
+        host = "".join(f"cudaError_t {s.name}_launch({_problem_parameters(s)}, float* workspace, int sms, "
+                       f"cudaStream_t stream);\n"
                        f"int64_t {s.name}_workspace(const kf_gemm::Problem& p, int sms);\n" for s in steps) + host
     return GemmSources(device, host, GEMM_DECLS, functions, sm90a=wgmma)
 
