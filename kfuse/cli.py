@@ -297,6 +297,9 @@ def extract_command(answer, output):
               help="Parallel workers (default: one per visible GPU; 1 on the CPU target).")
 @click.option("--per-gpu", type=int, default=1, show_default=True,
               help="Jobs sharing each GPU: their builds and checks overlap, their timed rounds run one at a time.")
+@click.option("--quiet-timing/--busy-timing", default=True, show_default=True,
+              help="With --per-gpu N: a judge's timed rounds stop the other jobs' processes, so the host's busy "
+                   "cores do not slow eager's launches (busy: faster runs, noisier launch-bound baselines).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("bench-out"),
               show_default=True, help="Report, results.json, candidates, verdicts and the result cache.")
 @click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
@@ -310,8 +313,8 @@ def extract_command(answer, output):
               help="torch.compile modes to time against, comma-separated; 'none' for none.")
 @click.option("--trials", type=int, default=5, show_default=True, help="Correctness trials (at least 5).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed of every check.")
-def bench_command(paths, candidates, device, workers, per_gpu, out, ray_address, timeout, no_timing, min_seconds,
-                  compile_modes, trials, seed):
+def bench_command(paths, candidates, device, workers, per_gpu, quiet_timing, out, ray_address, timeout, no_timing,
+                  min_seconds, compile_modes, trials, seed):
     """Optimize and judge every problem in PATHS (files or folders), or judge given candidates; write a report.
 
     Finished results are cached in --out/cache: a rerun (or a run after Ctrl-C) does only what is left.
@@ -322,7 +325,7 @@ def bench_command(paths, candidates, device, workers, per_gpu, out, ray_address,
     from kfuse.bench.report import print_table, time_text
 
     options = BenchOptions(device=device, out=out, candidates=candidates, workers=workers, per_gpu=per_gpu,
-                           ray=ray_address,
+                           quiet_timing=quiet_timing, ray=ray_address,
                            timeout=timeout, time=not no_timing, min_seconds=min_seconds,
                            compile_modes=parse_compile_modes(compile_modes), trials=trials, seed=seed)
     try:

@@ -167,11 +167,19 @@ def test_find_candidate(tmp_path):
     assert find_candidate(tmp_path, "d") is None
 
 
-def test_one_worker_per_visible_gpu(monkeypatch):
+def test_one_worker_per_visible_gpu(monkeypatch, tmp_path):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,3")
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "4")  # the user's choice: kept, not set per slot
-    assert worker_slots(BenchOptions(device="cuda")) == [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1", "3")]
-    assert worker_slots(BenchOptions(device="cuda", workers=2)) == [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1")]
+    busy = {"quiet_timing": False}
+    assert worker_slots(BenchOptions(device="cuda", **busy)) == [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1", "3")]
+    assert worker_slots(BenchOptions(device="cuda", workers=2, **busy)) == [{"CUDA_VISIBLE_DEVICES": g}
+                                                                            for g in ("0", "1")]
+    # quiet timing (the default): each GPU's judge takes its lock too, its timing stopping the run's builds
+    quiet = worker_slots(BenchOptions(device="cuda", out=tmp_path))
+    assert [s["CUDA_VISIBLE_DEVICES"] for s in quiet] == ["0", "1", "3"]
+    assert len({s["KFUSE_GPU_LOCK"] for s in quiet}) == 3
+    assert all(s["KFUSE_GPU_SHARERS"] == "1" and s["KFUSE_GPU_QUIET"] == "1" for s in quiet)
+    assert not LocalRunner(quiet).shared  # (one judge per GPU: no neighbour's memory to blame for an OOM)
     assert worker_slots(BenchOptions(device="cpu")) == [{}]
     assert worker_slots(BenchOptions(device="cpu", workers=3)) == [{}, {}, {}]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
@@ -186,6 +194,12 @@ def test_jobs_sharing_a_gpu_share_its_lock(monkeypatch, tmp_path):
     locks = {s["CUDA_VISIBLE_DEVICES"]: s["KFUSE_GPU_LOCK"] for s in slots}
     assert len({s["KFUSE_GPU_LOCK"] for s in slots}) == 2 and locks["0"] != locks["2"]
     assert all(s["KFUSE_GPU_SHARERS"] == "3" for s in slots)
+    # quiet timing (the default): a judge's timed rounds stop the other jobs' processes (kfuse.gpulock); the
+    # run's optimize and build processes register with both GPUs' locks
+    assert all(s["KFUSE_GPU_QUIET"] == "1" for s in slots)
+    assert bench_module.quiet_locks(slots) == sorted(set(locks.values()))
+    busy = worker_slots(BenchOptions(device="cuda", per_gpu=3, out=tmp_path, quiet_timing=False))
+    assert all("KFUSE_GPU_QUIET" not in s for s in busy) and bench_module.quiet_locks(busy) == []
     # torch.compile's workers: one thread per judge where judges share a GPU, else the cores shared among the
     # GPUs' judges, unless the user chose
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
@@ -773,3 +787,36 @@ def test_the_note_of_a_correct_row_counts_kernels_launches_and_the_graph():
         "3 kernel(s), 373 launches, one CUDA graph"
     assert launch_note({"kernels": [{}], "launches": 1, "cuda_graph": False}) == "1 kernel(s)"
     assert launch_note({"kernels": []}) == ""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="quiet timing reads /proc")
+def test_optimize_runs_with_a_slots_gpu_lock_and_registers_for_quiet_timing(monkeypatch, tmp_path):
+    """`kfuse optimize` under the bench probes eager's precision on the GPU: it runs with a worker slot's environment
+    (the judges' lock, which its probes take), and while it runs its session is one that a judge's timing stops."""
+    from kfuse import gpulock
+
+    lock = str(tmp_path / "locks" / "gpu0.lock")
+    slot = {"CUDA_VISIBLE_DEVICES": "0", "KFUSE_GPU_LOCK": lock, "KFUSE_GPU_QUIET": "1"}
+    seen = {}
+
+    def popen(command, env, **_):
+        seen["env"] = env
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"], start_new_session=True)
+
+    registered, register_session = [], gpulock.register_session
+
+    def register(lock_path, pid):
+        entry = register_session(lock_path, pid)
+        registered.append(entry)
+        return entry
+
+    monkeypatch.setattr(bench_module.zygote, "popen", popen)
+    monkeypatch.setattr(bench_module.gpulock, "register_session", register)
+    monkeypatch.setattr(bench_module, "QUIET_LOCKS", bench_module.quiet_locks([slot]))
+    (tmp_path / "p.py").write_text("# p\n")
+    optimize = bench_module.Optimizer(BenchOptions(device="cuda", out=tmp_path), env=slot)
+    result = optimize(bench_module.Problem(id="p", path=tmp_path / "p.py"))
+    assert result["status"] == "unsupported"  # (the stand-in wrote no file)
+    assert seen["env"]["KFUSE_GPU_LOCK"] == lock and seen["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert len(registered) == 1 and registered[0] is not None and registered[0].parent == gpulock.sessions_folder(lock)
+    assert not registered[0].exists()  # unregistered once it ended

@@ -1,5 +1,6 @@
 """The lock that lets several judges share a GPU: timing excludes everything, untimed work overlaps."""
 
+import os
 import subprocess
 import sys
 import time
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kfuse import gpulock
 from kfuse.gpulock import GpuLock, NoLock, from_environment
 
 HOLDER = """
@@ -141,3 +143,95 @@ def test_the_planners_gpu_probes_take_the_judges_lock(monkeypatch):
     for probe in (eager_precision._differs, eager_precision._matching_rounding, eager_precision._recurrent_probe):
         assert probe.__wrapped__.gpu_section == "shared", probe
     assert eager_precision._layout_medians.gpu_section == "exclusive"
+
+
+# ------------------------------------------------------------------------------------------------ quiet timing
+
+TICKER = "import time\nwhile True:\n    time.sleep(0.01)\n"
+
+
+def state(pid: int) -> str:
+    """R, S, T (stopped), Z... from /proc/PID/stat."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def wait_for_state(pid: int, wanted: str, seconds: float = 10) -> str:
+    deadline = time.monotonic() + seconds
+    while (now := state(pid)) != wanted and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return now
+
+
+@pytest.fixture
+def other_session():
+    """A process in a session of its own, as each judge's worker and each build of `kfuse bench` runs."""
+    process = subprocess.Popen([sys.executable, "-c", TICKER], start_new_session=True)
+    yield process
+    process.kill()
+    process.wait()
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="quiet timing reads /proc")
+
+
+@needs_proc
+def test_quiet_timing_stops_the_other_sessions_while_it_times(monkeypatch, tmp_path, other_session):
+    """Under `kfuse bench --per-gpu N` (quiet timing), an exclusive section stops every other registered session
+    (SIGSTOP) and resumes it at its end; shared sections stop no one, nor do sessions that were never registered."""
+    path = tmp_path / "gpu0.lock"
+    monkeypatch.setenv("KFUSE_GPU_QUIET", "1")
+    lock = GpuLock(path)
+    with lock.exclusive():  # nobody registered yet: nothing to stop
+        assert state(other_session.pid) != "T"
+    entry = gpulock.register_session(path, other_session.pid)
+    assert entry is not None and entry.read_text() == gpulock.started_at(other_session.pid)
+    with lock.shared():
+        assert state(other_session.pid) != "T"
+    with lock.exclusive():
+        assert wait_for_state(other_session.pid, "T") == "T"
+        with lock.exclusive():  # nested: the outer section resumes, not this one
+            pass
+        assert state(other_session.pid) == "T"
+    assert wait_for_state(other_session.pid, "S") != "T"
+    assert not (gpulock.sessions_folder(path) / ".stopped").exists()
+    monkeypatch.delenv("KFUSE_GPU_QUIET")
+    busy = GpuLock(path)  # --busy-timing: the lock alone
+    with busy.exclusive():
+        assert state(other_session.pid) != "T"
+    busy.close()
+    lock.close()
+
+
+@needs_proc
+def test_a_timing_process_killed_mid_section_leaves_sessions_the_bench_resumes(tmp_path, other_session):
+    path = tmp_path / "gpu0.lock"
+    gpulock.register_session(path, other_session.pid)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), "exclusive", "60", str(tmp_path / "log")],
+                              cwd=Path(__file__).parent.parent, start_new_session=True,
+                              env={**os.environ, "KFUSE_GPU_QUIET": "1"})
+    try:
+        wait_for_line(tmp_path / "log", 1)
+        assert wait_for_state(other_session.pid, "T") == "T"
+        assert not gpulock.resume_orphaned(path)  # the timer is alive: it resumes them itself
+        assert state(other_session.pid) == "T"
+    finally:
+        holder.kill()
+        holder.wait()
+    assert gpulock.resume_orphaned(path)
+    assert wait_for_state(other_session.pid, "S") != "T"
+    assert not gpulock.resume_orphaned(path)  # (done once)
+
+
+@needs_proc
+def test_only_session_leaders_register_and_dead_ones_drop_out(tmp_path):
+    path = tmp_path / "gpu0.lock"
+    follower = subprocess.Popen([sys.executable, "-c", "import os, sys; from kfuse import gpulock; "
+                                 "print(gpulock.register_session(sys.argv[1]))", str(path)],
+                                cwd=Path(__file__).parent.parent, stdout=subprocess.PIPE, text=True)
+    assert follower.communicate(timeout=60)[0].strip() == "None"  # in the test's process group: not its to stop
+    gone = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    gone.wait()
+    (gpulock.sessions_folder(path)).mkdir(parents=True, exist_ok=True)
+    (gpulock.sessions_folder(path) / str(gone.pid)).write_text("12345")  # a session that ended (or a reused pid)
+    assert gpulock.stop_others(path) == []
+    assert not (gpulock.sessions_folder(path) / str(gone.pid)).exists()

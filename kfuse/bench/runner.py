@@ -54,6 +54,7 @@ class BenchOptions:
     candidates: Path | None = None        # None: optimize every problem
     workers: int | None = None            # None: every visible GPU (cuda), 1 (cpu)
     per_gpu: int = 1                      # jobs sharing each GPU (their timing still runs alone: kfuse.gpulock)
+    quiet_timing: bool = True             # per_gpu > 1: timing stops the other jobs' processes (kfuse.gpulock)
     ray: str | None = None                # None, "local", or a cluster address
     timeout: float = 300.0                # per problem, for the judge (build included) and again for optimize
     time: bool = True
@@ -371,9 +372,11 @@ class Optimizer:
     the device, so a resumed run (a fresh machine with the carried --out) skips optimizing what it did before.
     """
 
-    def __init__(self, options: BenchOptions, fallback: str | None = None, ungraphed: bool = False):
-        # fallback: one of PRECISION_FALLBACKS (`kfuse optimize --fallback`); ungraphed: `--cuda-graph off`
-        self.options, self.fallback, self.ungraphed = options, fallback, ungraphed
+    def __init__(self, options: BenchOptions, fallback: str | None = None, ungraphed: bool = False,
+                 env: dict | None = None):
+        # fallback: one of PRECISION_FALLBACKS (`kfuse optimize --fallback`); ungraphed: `--cuda-graph off`; env: a
+        # worker slot's (its GPU and the judges' lock, which the plan's probes of eager's precision take)
+        self.options, self.fallback, self.ungraphed, self.env = options, fallback, ungraphed, env
         self.folder, self.memo = options.out / "candidates", options.out / "optimized"
         self.folder.mkdir(parents=True, exist_ok=True)
         self.memo.mkdir(exist_ok=True)
@@ -423,17 +426,14 @@ class Optimizer:
         if STOPPING.is_set():
             raise KeyboardInterrupt
         with tempfile.TemporaryFile("w+") as errors:
-            done = zygote.popen(command, env=job_environment(None), stdin=subprocess.DEVNULL,
+            done = zygote.popen(command, env=job_environment(self.env), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=errors, nice=NICE)
-            with RUNNING_LOCK:
-                PREPARING.add(done)
             try:
-                done.wait(timeout=self.options.timeout)
+                with preparing(done):
+                    done.wait(timeout=self.options.timeout)
             except subprocess.TimeoutExpired:
                 return unsupported(f"the problem could not be optimized in {self.options.timeout:g} s")
             finally:
-                with RUNNING_LOCK:
-                    PREPARING.discard(done)
                 kill_session(done)
             errors.seek(0)
             stderr = errors.read()
@@ -520,15 +520,12 @@ def build_candidate(path: Path, env: dict, timeout: float) -> dict:
     importer = "import runpy, sys; runpy.run_path(sys.argv[1])"
     process = zygote.popen(["-c", importer, str(path)], env=env, stdin=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, nice=NICE)
-    with RUNNING_LOCK:
-        PREPARING.add(process)
     try:
-        ok = process.wait(timeout=timeout) == 0
+        with preparing(process):
+            ok = process.wait(timeout=timeout) == 0
     except subprocess.TimeoutExpired:
         ok = False
     finally:
-        with RUNNING_LOCK:
-            PREPARING.discard(process)
         kill_session(process)  # its compilers too, all in the build's own session
     return {"build_s": round(time.perf_counter() - began, 3), "cache_hit": False, "ok": ok}
 
@@ -837,12 +834,15 @@ def worker_slots(options: BenchOptions) -> list[dict]:
         raise UsageError("--device cuda was asked for, but no CUDA GPU is visible (use --device cpu)")
     if options.workers is not None:
         gpus = gpus[:options.workers]
-    if options.per_gpu == 1:
+    if options.per_gpu == 1 and not options.quiet_timing:
         slots = [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in gpus]
     else:
+        # One judge per GPU takes the lock too under quiet timing: the run's optimize and build processes go on
+        # beside it, and its timing stops them.
         locks = (options.out / "locks").resolve()
+        quiet = {gpulock.QUIET_ENV: "1"} if options.quiet_timing else {}
         slots = [{"CUDA_VISIBLE_DEVICES": gpu, gpulock.ENV: str(locks / f"gpu{gpu}.lock"),
-                  gpulock.SHARERS_ENV: str(options.per_gpu)} for gpu in gpus for _ in range(options.per_gpu)]
+                  gpulock.SHARERS_ENV: str(options.per_gpu), **quiet} for gpu in gpus for _ in range(options.per_gpu)]
     # torch.compile's workers take every core by default; side by side, the judges share them, so one job's
     # torch.compile does not starve another's build (which counts against its timeout: two GEMM seeds timed out
     # building beside five other judges on 16 cores). With several judges per GPU, one thread each: a pool of
@@ -880,7 +880,8 @@ class LocalRunner:
 
     def __init__(self, slots: list[dict], gpu_bytes: int | None = None):
         self.free = list(slots)
-        self.shared = any(gpulock.ENV in slot for slot in slots)
+        self.probe_env = slots[0]  # where the plan's GPU probes run when a problem is optimized again
+        self.shared = any(int(slot.get(gpulock.SHARERS_ENV, "1")) > 1 for slot in slots)
         self.workers = len(slots)
         self.budget = int(MEMORY_BUDGET * gpu_bytes) if gpu_bytes else None
         self.held: dict[str, int] = {}     # GPU -> the needs of the jobs running on it
@@ -939,6 +940,9 @@ class LocalRunner:
             return run_job_isolated(job, {**slot, gpulock.SOLE_ENV: "1"} if sole else slot)
         except Exception as err:  # bench's own failure around one job (a full disk...): that job, not the run
             return bench_failure(f"kfuse bench could not run this job: {first_line(err)}")
+        finally:
+            if gpulock.QUIET_ENV in slot:  # a judge killed while it timed leaves the others stopped
+                gpulock.resume_orphaned(slot[gpulock.ENV])
 
     def run(self, jobs: list[tuple[object, dict | Future]], on_start: Callable, on_done: Callable) -> None:
         """Judge every job. A job may be a future of one (Pipeline): it joins the line once the future has it, in
@@ -1022,6 +1026,28 @@ STOPPING = threading.Event()
 RUNNING: set[subprocess.Popen] = set()
 PREPARING: set[subprocess.Popen] = set()  # the Pipeline's optimize and build processes
 RUNNING_LOCK = threading.Lock()
+QUIET_LOCKS: list[str] = []  # the run's GPU lock files whose timing stops the other sessions (kfuse.gpulock)
+
+
+@contextlib.contextmanager
+def preparing(process):
+    """An optimize or build process of the run, while it runs: in PREPARING (Ctrl-C reaches it) and, under quiet
+    timing, registered with every GPU's lock, so that a judge's timing stops its CPU work too."""
+    with RUNNING_LOCK:
+        PREPARING.add(process)
+    for lock in QUIET_LOCKS:
+        gpulock.register_session(lock, process.pid)
+    try:
+        yield
+    finally:
+        for lock in QUIET_LOCKS:
+            gpulock.unregister_session(lock, process.pid)
+        with RUNNING_LOCK:
+            PREPARING.discard(process)
+
+
+def quiet_locks(slots: list[dict] | None) -> list[str]:
+    return sorted({slot[gpulock.ENV] for slot in slots or [] if slot.get(gpulock.QUIET_ENV)})
 
 
 def stop_running_jobs() -> None:
@@ -1135,6 +1161,7 @@ def _bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
         raise UsageError(f"--trials must be at least 5 (got {options.trials})")
     problems = discover(paths, skip=[options.out, options.candidates])
     slots = None if options.ray else worker_slots(options)  # bad --workers, or no GPU: said before any work
+    QUIET_LOCKS[:] = quiet_locks(slots)
     out = options.out
     caches = cache_environment(options)
     for slot in slots or []:
@@ -1198,7 +1225,7 @@ def _bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
         gpu_bytes = None
     if options.candidates is None and not options.ray:  # kfuse's own files: safe to build outside the judge
         cpus = os.cpu_count() or 1
-        pipeline = Pipeline(Optimizer(options), admit, job_environment({**slots[0], "MAX_JOBS": "2"}),
+        pipeline = Pipeline(Optimizer(options, env=slots[0]), admit, job_environment({**slots[0], "MAX_JOBS": "2"}),
                             optimizers=max(1, cpus // 2), builders=builders_for(cpus, len(slots)),
                             timeout=options.timeout)
         jobs = list(zip(problems, pipeline.start(problems, sizes).values()))
@@ -1294,6 +1321,9 @@ def _bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
             finally:
                 if pipeline is not None:
                     pipeline.shutdown()
+                for lock_path in QUIET_LOCKS:
+                    gpulock.resume_orphaned(lock_path)
+                QUIET_LOCKS.clear()
             progress.update(task, description="stopped" if interrupted else "finished")
         if interrupted:
             console.print(f"[yellow]interrupted[/]: {judged} judged this time and kept in {out / 'cache'}; "
@@ -1332,7 +1362,8 @@ def precision_fallback_pass(problems: list[Problem], records: dict, options: Ben
     for name in PRECISION_FALLBACKS:
         again = [p for p in problems if needs_precision_fallback(records.get(p.id, {}).get("status"),
                                                                  bool(records.get(p.id, {}).get("precision_only")))]
-        judged += replan(again, Optimizer(options, fallback=name), {"precision_fallback": name}, records, options,
+        optimize = Optimizer(options, fallback=name, env=getattr(runner, "probe_env", None))
+        judged += replan(again, optimize, {"precision_fallback": name}, records, options,
                          runner, on_start, lock)
     return judged
 
@@ -1347,7 +1378,7 @@ def ungraphed_pass(problems: list[Problem], records: dict, options: BenchOptions
         again = [p for p in problems if records.get(p.id, {}).get("cuda_graph")
                  and records[p.id].get("status") not in ("correct", "correct-parity")
                  and records[p.id].get("precision_fallback") == fallback]
-        optimize = Optimizer(options, fallback=fallback, ungraphed=True)
+        optimize = Optimizer(options, fallback=fallback, ungraphed=True, env=getattr(runner, "probe_env", None))
         marks = {"ungraphed": True, "precision_fallback": fallback}
         judged += replan(again, optimize, marks, records, options, runner, on_start, lock)
     return judged
