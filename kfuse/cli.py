@@ -123,7 +123,7 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
                      cuda_graph, choice_values, compile_modes, timeout, json_path):
     """Compile PROBLEM's Model (or --model's) into fused kernels: write ModelNew, then judge it like `kfuse check`."""
     from kfuse.kernels import choices
-    from kfuse.judge.verdict import CheckOptions, needs_precision_fallback
+    from kfuse.judge.verdict import CheckOptions, needs_precision_fallback, slower_than_eager
     from kfuse.compiler.optimize import optimize
 
     if (problem is None) == (model_spec is None):
@@ -186,6 +186,10 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
                        err=True)
             verdict, _ = _plan_again(problem, output, device, precision, options, verdict, report,
                                      dataclasses.replace(planned, cuda_graph="off"), "ungraphed")
+        ratio = ((verdict.get("timing") or {}).get("speedups") or {}).get("vs_eager")
+        if slower_than_eager(verdict["status"], ratio):
+            click.echo(f"kfuse: {ratio:.2f}x eager's speed: planning it with kfuse tune's alternatives", err=True)
+            verdict = _plan_for_speed(problem, output, device, precision, options, verdict, report, planned)
         report["verdict"] = verdict
         status = verdict["status"]
         if verdict.get("stages_s"):
@@ -225,6 +229,51 @@ def _plan_again(problem: Path, output: Path, device: str, precision: str, option
     report.update({**result.to_dict(), "output": str(output), f"{suffix}_fallback": True})
     click.echo(f"kfuse: kept the file planned again ({len(result.kernels)} kernel(s))", err=True)
     return again, True
+
+
+def _plan_for_speed(problem: Path, output: Path, device: str, precision: str, options, verdict: dict, report: dict,
+                    planned) -> dict:
+    """optimize's file came out slower than eager: the problem planned again with each of kfuse tune's alternatives
+    (choices.ALTERNATIVES, on top of `planned`), each new file judged, and the fastest correct one kept where its
+    ratio to eager beats the first's by more than kfuse.tune.MARGIN (the report then says `tuned`). Returns the
+    verdict that stands."""
+    from kfuse.compiler.optimize import optimize
+    from kfuse.kernels import choices
+    from kfuse.tune import MARGIN
+
+    def vs_eager(v: dict) -> float:
+        return ((v.get("timing") or {}).get("speedups") or {}).get("vs_eager") or 0.0
+
+    seen, best, kept = {output.read_bytes()}, verdict, None
+    for alternative in choices.ALTERNATIVES[1:]:
+        second = dataclasses.replace(planned, **choices.changes(alternative))
+        path = output.with_name(f"{output.stem}_{re.sub(r'[^0-9A-Za-z_]+', '_', alternative.label())}.py")
+        try:
+            with choices.using(second):
+                result = optimize(problem, path, device, precision)
+        except UsageError:
+            continue  # (nothing left to fuse under that choice)
+        if path.read_bytes() in seen:
+            path.unlink(missing_ok=True)
+            continue
+        seen.add(path.read_bytes())
+        again = judge_with_progress(problem, path, options)
+        click.echo(f"kfuse: with {alternative.label()}: {again['status']}"
+                   + (f", {vs_eager(again):.2f}x eager" if again["status"] == "correct" else ""), err=True)
+        if again["status"] == "correct" and vs_eager(again) > vs_eager(best) * (1 + MARGIN):
+            if kept is not None:
+                kept[0].unlink(missing_ok=True)
+            best, kept = again, (path, result, alternative.label())
+        else:
+            path.unlink(missing_ok=True)
+    if kept is None:
+        click.echo("kfuse: no alternative was faster: keeping the first file", err=True)
+        return verdict
+    path, result, label = kept
+    path.replace(output)
+    report.update({**result.to_dict(), "output": str(output), "tuned": label})
+    click.echo(f"kfuse: kept the file planned with {label} ({vs_eager(best):.2f}x eager)", err=True)
+    return best
 
 
 @main.command("tune")

@@ -101,16 +101,21 @@ def test_summary_counts():
     assert s["precision_fallbacks"] == {}
 
 
-def test_summary_counts_precision_fallbacks():
-    """The problems whose file is a precision fallback's, per fallback, in the summary and its headlines."""
+def test_summary_counts_precision_fallbacks_and_tuned_files():
+    """The problems whose file is a precision fallback's, per fallback, and those whose file an alternative's that
+    beat a first file slower than eager, per choice, in the summary and its headlines."""
     from kfuse.bench.report import headlines
 
     records = RECORDS + [dict(rec("correct", 1.1), precision_fallback="library_gemms"),
                          dict(rec("correct", 0.9), precision_fallback="library_gemms"),
-                         dict(rec("correct", 1.0), precision_fallback="eager_rounding")]
+                         dict(rec("correct", 1.0), precision_fallback="eager_rounding", tuned="channels_last=false")]
     s = summarize(records, ["vs_eager"])
     assert s["precision_fallbacks"] == {"library_gemms": 2, "eager_rounding": 1}
-    assert ("precision fallbacks", "2 library_gemms, 1 eager_rounding") in [row[:2] for row in headlines(s)]
+    assert s["tuned"] == {"channels_last=false": 1}
+    rows = [row[:2] for row in headlines(s)]
+    assert ("precision fallbacks", "2 library_gemms, 1 eager_rounding") in rows
+    assert ("tuned for speed", "1 channels_last=false") in rows
+    assert summarize(RECORDS, ["vs_eager"])["tuned"] == {}
 
 
 def test_report_files_and_headlines(tmp_path):
@@ -755,6 +760,75 @@ def test_a_graphed_file_the_judge_failed_is_optimized_again_without_the_graph(tm
     assert records["crashed"]["status"] == "correct" and records["crashed"]["ungraphed"]
     assert records["rounded"]["precision_fallback"] == "eager_rounding" and records["rounded"]["ungraphed"]
     assert records["plain"]["status"] == "crashed"
+
+
+def test_a_file_slower_than_eager_is_planned_again_with_each_alternative_and_the_fastest_kept(tmp_path, monkeypatch):
+    """bench.speed_pass: a correct problem timed below 0.95x eager is optimized again with each of kfuse tune's
+    alternatives (on top of its precision fallback); files seen already are not judged; the fastest correct one
+    replaces the record only where it beats the first by more than the margin; fast problems are left."""
+    import threading
+
+    from kfuse.bench import runner as bench
+    from kfuse.kernels.choices import ALTERNATIVES, Choices
+
+    def as_flag(choice: Choices) -> str:  # (the bench names them: it may not import the kernels)
+        name, value = choice.label().split("=")
+        return f"{name}={str(value).lower()}"
+
+    assert bench.SPEED_ALTERNATIVES == tuple(as_flag(c) for c in ALTERNATIVES[1:])
+    problems = []
+    for name in ("slow", "noisy", "fast"):
+        path = tmp_path / f"{name}.py"
+        path.write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
+        problems.append(bench.Problem(name, path))
+        (tmp_path / f"{name}_first.py").write_text(f"# {name} first\n")
+    options = bench.BenchOptions(device="cpu", out=tmp_path / "out")
+    (options.out / "cache").mkdir(parents=True)
+    asked = []
+    # the files each choice writes: most write the first file again, two write new ones, one of them twice (the
+    # record names the first choice that wrote it)
+    writes = {"conv_kernels=all": "library", "conv_kernels=library": "library", "channels_last=false": "nchw"}
+
+    def optimize(self, problem):
+        asked.append((problem.id, self.choice, self.fallback))
+        path = tmp_path / f"{problem.id}_{self.choice}.py"
+        path.write_text(f"# {problem.id} {writes[self.choice]}\n" if self.choice in writes
+                        else f"# {problem.id} first\n")
+        return {"path": path, "optimized": {"kernels": []}}
+
+    monkeypatch.setattr(bench.Optimizer, "__call__", optimize)
+    ratios = {("slow", "library"): 1.10, ("slow", "nchw"): 0.80, ("noisy", "library"): 0.905,
+              ("noisy", "nchw"): 0.5}
+    judged = []
+
+    class Runner:
+        def run(self, jobs, on_start, on_done):
+            for problem, job in jobs:
+                which = job["candidate_text"].split()[2]
+                judged.append((problem.id, which))
+                on_done(problem, {"status": "correct", "candidate_code": job["candidate_text"],
+                                  "verdict": {"timing": {"speedups": {"vs_eager": ratios[problem.id, which]}}}})
+
+    records = {p.id: {"status": "correct", "candidate": str(tmp_path / f"{p.id}_first.py"),
+                      "speedups": {"vs_eager": r}} for p, r in zip(problems, (0.60, 0.90, 1.5))}
+    records["noisy"]["precision_fallback"] = "library_gemms"
+    assert bench.speed_pass(problems, records, options, Runner(), lambda p: None, threading.Lock()) == 4
+    assert sorted(judged) == [("noisy", "library"), ("noisy", "nchw"), ("slow", "library"), ("slow", "nchw")]
+    assert {c for p, c, _ in asked if p == "slow"} == set(bench.SPEED_ALTERNATIVES)
+    assert "fast" not in {p for p, *_ in asked}
+    assert {f for p, _, f in asked if p == "noisy"} == {"library_gemms"}
+    assert records["slow"]["tuned"] == "conv_kernels=all" and records["slow"]["speedups"] == {"vs_eager": 1.10}
+    assert (options.out / "candidates" / "slow_new.py").read_text() == "# slow library\n"
+    assert "tuned" not in records["noisy"]  # 0.905 against 0.90: within the margin, the first file stays
+    assert "tuned" not in records["fast"]
+    # a second run finds the verdicts cached
+    records["slow"] = {"status": "correct", "candidate": str(tmp_path / "slow_first.py"), "speedups": {"vs_eager": 0.6}}
+    judged.clear()
+    assert bench.speed_pass(problems[:1], records, options, Runner(), lambda p: None, threading.Lock()) == 0
+    assert records["slow"]["tuned"] == "conv_kernels=all" and records["slow"]["cached"]
+    # no timing, no speed pass
+    untimed = bench.BenchOptions(device="cpu", out=tmp_path / "out", time=False)
+    assert bench.speed_pass(problems, records, untimed, Runner(), lambda p: None, threading.Lock()) == 0
 
 
 def test_the_ledger_replay_reads_a_run_and_replays_it(tmp_path):

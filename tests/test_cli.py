@@ -174,3 +174,40 @@ def test_a_file_incorrect_on_precision_alone_is_planned_again_with_eager_roundin
     assert result.exit_code == 0, result.output
     assert len(planned) == 2 and planned[1].endswith("_library_gemms.py") and report["library_gemms_fallback"]
     assert not any(kernel["name"].startswith("gemm") for kernel in report["kernels"])
+
+
+def test_a_file_slower_than_eager_is_planned_again_with_kfuse_tunes_alternatives(tmp_path, monkeypatch):
+    """kfuse optimize: a correct file timed below 0.95x eager is planned with each of choices.ALTERNATIVES; each new
+    file is judged and the fastest correct one kept where it beats the first by more than the margin (the report
+    says `tuned`); a file as fast as eager is left alone."""
+    from click.testing import CliRunner
+
+    from kfuse import cli
+
+    problem = Path(__file__).parent / "optimize" / "linear_scale_leaky.py"  # (a GEMM: cuBLAS is one alternative)
+
+    def timed(status: str, ratio: float) -> dict:
+        return {"status": status, "reasons": [], "timing": {"speedups": {"vs_eager": ratio}}}
+
+    def run(name: str, verdicts: dict) -> tuple[list, object, dict]:
+        judged = []
+
+        def judge(_problem, candidate, _options):
+            judged.append(candidate.name)
+            return verdicts.get(candidate.name.removeprefix(name + "_").removesuffix(".py"), verdicts["other"])
+
+        monkeypatch.setattr(cli, "judge_with_progress", judge)
+        out = tmp_path / f"{name}.py"
+        result = CliRunner().invoke(cli.main, ["optimize", str(problem), "-o", str(out), "--device", "cpu",
+                                               "--json", str(out.with_suffix(".json"))])
+        return judged, result, json.loads(out.with_suffix(".json").read_text())
+
+    slow = {"slow": timed("correct", 0.5), "gemm_kernels_False": timed("correct", 0.9), "other": timed("correct", 0.6)}
+    judged, result, report = run("slow", slow)
+    assert result.exit_code == 0, result.output
+    assert judged[0] == "slow.py" and "slow_gemm_kernels_False.py" in judged and len(judged) == len(set(judged))
+    assert report["tuned"] == "gemm_kernels=False" and report["verdict"]["timing"]["speedups"]["vs_eager"] == 0.9
+    assert not any(kernel["name"].startswith("gemm") for kernel in report["kernels"])  # the kept file's kernels
+    assert sorted(p.name for p in tmp_path.glob("slow*.py")) == ["slow.py"]  # the others' files removed
+    judged, result, report = run("fast", {"fast": timed("correct", 0.97), "other": timed("correct", 2.0)})
+    assert judged == ["fast.py"] and "tuned" not in report

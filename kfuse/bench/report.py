@@ -97,6 +97,8 @@ def summarize(records: list[dict], baselines: list[str], total: int | None = Non
                                      if r.get("other_length"))),
         # problems whose file is a precision fallback's (the first was incorrect on precision alone), per fallback
         "precision_fallbacks": dict(Counter(r["precision_fallback"] for r in records if r.get("precision_fallback"))),
+        # problems whose file is an alternative's that beat a first file slower than eager (speed_pass), per choice
+        "tuned": dict(Counter(r["tuned"] for r in records if r.get("tuned"))),
     }
     for b in baselines:
         value, count = geomean(records, b)
@@ -177,6 +179,10 @@ def headlines(summary: dict) -> list[tuple[str, str, str]]:
     if fallbacks:
         rows.append(("precision fallbacks", ", ".join(f"{n} {name}" for name, n in fallbacks.items()),
                      "planned again after the judge found the first file incorrect on precision alone"))
+    tuned = summary.get("tuned") or {}
+    if tuned:
+        rows.append(("tuned for speed", ", ".join(f"{n} {name}" for name, n in tuned.items()),
+                     "the first file slower than eager: planned with kfuse tune's alternatives, the fastest kept"))
     return rows
 
 

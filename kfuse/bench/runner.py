@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Callable
@@ -35,7 +35,7 @@ from kfuse import __version__
 from kfuse import gpulock
 from kfuse.judge import zygote
 from kfuse.errors import UsageError
-from kfuse.judge.verdict import kill_session, needs_precision_fallback
+from kfuse.judge.verdict import kill_session, needs_precision_fallback, slower_than_eager
 from kfuse.loader import top_level_names
 
 SCHEMA = "kfuse.bench/1"
@@ -373,20 +373,23 @@ class Optimizer:
     """
 
     def __init__(self, options: BenchOptions, fallback: str | None = None, ungraphed: bool = False,
-                 env: dict | None = None):
+                 env: dict | None = None, choice: str | None = None):
         # fallback: one of PRECISION_FALLBACKS (`kfuse optimize --fallback`); ungraphed: `--cuda-graph off`; env: a
-        # worker slot's (its GPU and the judges' lock, which the plan's probes of eager's precision take)
+        # worker slot's (its GPU and the judges' lock, which the plan's probes of eager's precision take); choice:
+        # one of SPEED_ALTERNATIVES (`kfuse optimize --choice`)
         self.options, self.fallback, self.ungraphed, self.env = options, fallback, ungraphed, env
+        self.choice = choice
         self.folder, self.memo = options.out / "candidates", options.out / "optimized"
         self.folder.mkdir(parents=True, exist_ok=True)
         self.memo.mkdir(exist_ok=True)
         self.salt = (f"{kfuse_sources_digest()} {torch_version()} {options.device} {fallback or ''}"
-                     f"{' ungraphed' * ungraphed}").encode()
+                     f"{' ungraphed' * ungraphed}{f' {choice}' if choice else ''}").encode()
 
     def __call__(self, problem: Problem) -> dict:
         """{"path", "optimized", "reused"}, or {"status": "unsupported", "reasons"}."""
         options = self.options
-        stem = f"{problem.id}_new{f'_{self.fallback}' if self.fallback else ''}{'_ungraphed' * self.ungraphed}"
+        stem = (f"{problem.id}_new{f'_{self.fallback}' if self.fallback else ''}{'_ungraphed' * self.ungraphed}"
+                f"{'_' + re.sub(r'[^0-9A-Za-z_]+', '_', self.choice) if self.choice else ''}")
         path, report = self.folder / f"{stem}.py", self.folder / f".{stem}.json"
         for stale in (path, report):  # a file from an earlier run must not stand for this one
             stale.unlink(missing_ok=True)
@@ -401,7 +404,7 @@ class Optimizer:
             pass  # not emitted before (or unreadable: optimize says why)
         command = ["-m", "kfuse", "optimize", str(problem.path), "-o", str(path), "--device", options.device,
                    "--no-check", "--json", str(report)] + ["--fallback", self.fallback] * bool(self.fallback) \
-            + ["--cuda-graph", "off"] * self.ungraphed
+            + ["--cuda-graph", "off"] * self.ungraphed + ["--choice", self.choice] * bool(self.choice)
         began = time.perf_counter()
         for attempt in range(1, OPTIMIZE_ATTEMPTS + 1):
             result = self._optimize_once(command, path, report)
@@ -455,6 +458,15 @@ class Optimizer:
 
 # kfuse.kernels.choices.PRECISION_FALLBACKS by name, in their order (`kfuse optimize --fallback NAME`)
 PRECISION_FALLBACKS = ("library_gemms", "eager_rounding")
+
+# kfuse.kernels.choices.ALTERNATIVES after the defaults, as `kfuse optimize --choice` takes them (the bench does not
+# import the planner; a test keeps the two equal). A correct file judged slower than eager (verdict.slower_than_eager)
+# is planned again with each (speed_pass), and the fastest correct file kept where it beats the first by more than
+# SPEED_MARGIN (kfuse.tune.MARGIN: the spread of one problem's ratio between judge runs).
+SPEED_ALTERNATIVES = ("gemm_kernels=false", "gemm_wgmma=false", "conv_kernels=all", "conv_kernels=library",
+                      "small_filter_tensor_cores=false", "channels_last=false", "cuda_graph=on", "cuda_graph=off",
+                      "conv_pointwise_tc=false")
+SPEED_MARGIN = 0.02
 
 # An optimize that ran out of GPU memory is tried again, after OPTIMIZE_RETRY_S, then twice that.
 OPTIMIZE_ATTEMPTS, OPTIMIZE_RETRY_S = 3, 20
@@ -782,6 +794,7 @@ def record(problem: Problem, key: str | None, result: dict, options: BenchOption
         "key": key,
         "precision_fallback": result.get("precision_fallback"),  # the fallback's name: a second file (its pass)
         "ungraphed": bool(result.get("ungraphed")),  # ... or a file without the CUDA graph (ungraphed_pass)
+        "tuned": result.get("tuned"),  # the choice whose file replaced a slower one (speed_pass)
     }
 
 
@@ -1313,6 +1326,7 @@ def _bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
                     try:
                         judged += precision_fallback_pass(problems, records, options, runner, on_start, lock)
                         judged += ungraphed_pass(problems, records, options, runner, on_start, lock)
+                        judged += speed_pass(problems, records, options, runner, on_start, lock)
                     except Exception as err:  # noqa: BLE001 - the first verdicts stand; the run's report is written
                         console.print(f"[yellow]kfuse bench: a second pass failed[/]: {first_line(err)}",
                                       highlight=False)
@@ -1382,6 +1396,69 @@ def ungraphed_pass(problems: list[Problem], records: dict, options: BenchOptions
         marks = {"ungraphed": True, "precision_fallback": fallback}
         judged += replan(again, optimize, marks, records, options, runner, on_start, lock)
     return judged
+
+
+def speed_pass(problems: list[Problem], records: dict, options: BenchOptions, runner, on_start: Callable,
+               lock: threading.Lock) -> int:
+    """`kfuse tune` for the files that came out slower than eager, at the end of the run: each such problem planned
+    again with each of SPEED_ALTERNATIVES (on top of the precision fallback or `--cuda-graph off` its file has), every
+    distinct new file judged, and the fastest correct one replacing the record where its ratio to eager (timed in the
+    same interleaved rounds as eager) beats the first's by more than SPEED_MARGIN. The record says which choice
+    (`tuned`). Returns the number judged."""
+    if not options.time:
+        return 0
+    jobs, keys, best = [], {}, {}
+
+    def keep_if_faster(variant: Problem, result: dict, cached: bool) -> None:
+        key, marks = keys[id(variant)]
+        ratio = (((result.get("verdict") or {}).get("timing") or {}).get("speedups") or {}).get("vs_eager")
+        with lock:
+            if result.get("status") == "correct" and ratio is not None \
+                    and ratio > best[variant.id] * (1 + SPEED_MARGIN):
+                best[variant.id] = ratio
+                finish_problem(variant, key, {**result, **marks}, options, records, cached=cached)
+
+    def on_done(variant: Problem, result: dict) -> None:
+        key, _ = keys[id(variant)]
+        if not result.pop("infra", False):
+            write_atomically(options.out / "cache" / f"{key}.json",
+                             json.dumps({"key": key, "problem": str(variant.path), "result": result}, default=str))
+        keep_if_faster(variant, result, cached=False)
+
+    slow = [p for p in problems if p.id in records
+            and slower_than_eager(records[p.id]["status"], (records[p.id].get("speedups") or {}).get("vs_eager"))]
+    for problem in slow:
+        first = records[problem.id]
+        best[problem.id] = first["speedups"]["vs_eager"]
+        marks = {"precision_fallback": first.get("precision_fallback"), "ungraphed": first.get("ungraphed")}
+        try:
+            seen = {Path(first["candidate"]).read_bytes()}
+        except (OSError, TypeError, KeyError):
+            seen = set()
+        for choice in SPEED_ALTERNATIVES:
+            if marks["ungraphed"] and choice.startswith("cuda_graph="):
+                continue  # (the graph failed the judge: the file stays without it)
+            optimize = Optimizer(options, fallback=marks["precision_fallback"], ungraphed=bool(marks["ungraphed"]),
+                                 env=getattr(runner, "probe_env", None), choice=choice)
+            emitted = optimize(problem)
+            try:
+                code = emitted["path"].read_bytes()
+            except (KeyError, OSError):
+                continue  # (the choice leaves no kernel: nothing to judge)
+            if code in seen:
+                continue  # a file judged already (most choices change nothing in a given problem)
+            seen.add(code)
+            variant = replace(problem, candidate=emitted["path"])
+            key = cache_key(problem.path.read_bytes(), code, options)
+            keys[id(variant)] = (key, {**marks, "tuned": choice})
+            hit = read_cache(options.out / "cache", key)
+            if hit is not None:
+                keep_if_faster(variant, hit["result"], cached=True)
+            else:
+                jobs.append((variant, {**make_job(variant, options), "optimized": emitted["optimized"]}))
+    if jobs:
+        runner.run(jobs, on_start, on_done)
+    return len(jobs)
 
 
 def replan(again: list[Problem], optimize: Optimizer, marks: dict, records: dict, options: BenchOptions, runner,

@@ -73,6 +73,15 @@ def needs_precision_fallback(status: str | None, precision_only: bool) -> bool:
     return status == "correct-parity" or (status == "incorrect" and precision_only)
 
 
+# A correct file timed below this share of eager's speed is planned again with kfuse tune's alternatives (kfuse
+# optimize and kfuse bench), keeping the fastest correct one.
+SLOWER_THAN_EAGER = 0.95
+
+
+def slower_than_eager(status: str | None, vs_eager: float | None) -> bool:
+    return status == "correct" and vs_eager is not None and vs_eager < SLOWER_THAN_EAGER
+
+
 def new_verdict(problem: str, candidate: str, options: CheckOptions) -> dict:
     return {
         "schema": SCHEMA, "kfuse_version": __version__, "status": None, "reasons": [],
