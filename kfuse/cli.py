@@ -6,6 +6,7 @@ import dataclasses
 import json
 import re
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -231,6 +232,11 @@ def _plan_again(problem: Path, output: Path, device: str, precision: str, option
     return again, True
 
 
+# How long optimize spends judging alternatives to a file slower than eager (each judgement a few seconds to a
+# minute; the first file, already written, stays unless one wins).
+SPEED_SEARCH_S = 300.0
+
+
 def _plan_for_speed(problem: Path, output: Path, device: str, precision: str, options, verdict: dict, report: dict,
                     planned) -> dict:
     """optimize's file came out slower than eager: the problem planned again with each of kfuse tune's alternatives
@@ -245,7 +251,11 @@ def _plan_for_speed(problem: Path, output: Path, device: str, precision: str, op
         return ((v.get("timing") or {}).get("speedups") or {}).get("vs_eager") or 0.0
 
     seen, best, kept = {output.read_bytes()}, verdict, None
+    deadline = time.monotonic() + SPEED_SEARCH_S
     for alternative in choices.ALTERNATIVES[1:]:
+        if time.monotonic() > deadline:
+            click.echo(f"kfuse: {SPEED_SEARCH_S:g} s spent on alternatives: stopping there", err=True)
+            break
         second = dataclasses.replace(planned, **choices.changes(alternative))
         path = output.with_name(f"{output.stem}_{re.sub(r'[^0-9A-Za-z_]+', '_', alternative.label())}.py")
         try:

@@ -211,3 +211,7 @@ def test_a_file_slower_than_eager_is_planned_again_with_kfuse_tunes_alternatives
     assert sorted(p.name for p in tmp_path.glob("slow*.py")) == ["slow.py"]  # the others' files removed
     judged, result, report = run("fast", {"fast": timed("correct", 0.97), "other": timed("correct", 2.0)})
     assert judged == ["fast.py"] and "tuned" not in report
+    # the search has a time budget: spent, it stops and the first file stays
+    monkeypatch.setattr(cli, "SPEED_SEARCH_S", -1.0)
+    judged, result, report = run("late", {"late": timed("correct", 0.5), "other": timed("correct", 2.0)})
+    assert judged == ["late.py"] and "tuned" not in report and "stopping there" in result.output
