@@ -254,10 +254,13 @@ def _device_code(step: GemmStep, target: str) -> str:
     if target == "cuda":
         c = step.config
         args = c.arguments(step.a_k_contiguous, step.b_k_contiguous, step.split_k)
-        call = ("kf_gemm::launch_gemv(p, e, sms, stream)" if step.gemv
-                else "kf_gemm::launch_small_k(p, e, sms, stream)" if step.small_k
-                else f"kf_gemm::launch<{args}>(p, e, workspace, sms, stream)")
         flag = lambda x: "true" if x else "false"  # noqa: E731
+        # small K: the staging of the captured layouts, an operand contiguous along its rows (not along K) 16 bytes
+        # a copy (kf_gemm::sk_rows16 decides at run time, the general staging otherwise)
+        call = ("kf_gemm::launch_gemv(p, e, sms, stream)" if step.gemv
+                else f"kf_gemm::launch_small_k<{flag(not step.a_k_contiguous)}, {flag(not step.b_k_contiguous)}>"
+                     f"(p, e, sms, stream)" if step.small_k
+                else f"kf_gemm::launch<{args}>(p, e, workspace, sms, stream)")
         workspace = ("0" if step.gemv or step.small_k else
                      f"kf_gemm::workspace_floats<{c.bm}, {c.bn}, {c.bk}, {flag(step.a_k_contiguous)}, "
                      f"{flag(step.b_k_contiguous)}, {flag(step.split_k)}, {c.wgmma_bn}>(p, sms)")

@@ -659,18 +659,20 @@ __global__ void __launch_bounds__(SK_THREADS, 2) small_k_kernel(const Problem p,
     }
 }
 
-template <class Epilogue>
+// A_ROWS16, B_ROWS16: the staging the captured layouts take (sk_rows16); any other layout runs the general one
+// (a float a copy, correct for any strides). Only these two are compiled: each instantiation of the kernel is large
+// (its epilogue inlined at 128 stores), and all four made a third of a vision transformer's device code.
+template <bool A_ROWS16, bool B_ROWS16, class Epilogue>
 cudaError_t launch_small_k(const Problem& p, const Epilogue& epilogue, int sms, cudaStream_t stream) {
     if (p.batch == 0 || p.M == 0 || p.N == 0) return cudaSuccess;
     const int64_t tiles = p.batch * ((p.M + SK_TILE - 1) / SK_TILE) * ((p.N + SK_TILE - 1) / SK_TILE);
     const int64_t chunks = std::max<int64_t>(1, (p.K + SK_CHUNK - 1) / SK_CHUNK);
     if (tiles * chunks > UINT32_MAX) return cudaErrorInvalidConfiguration;  // (the kernel counts in 32 bits)
     const unsigned blocks = (unsigned)std::min<int64_t>(tiles, (int64_t)sms * 2);
-    const bool a16 = sk_rows16(p.a), b16 = sk_rows16(p.b);
-    if (a16 && b16) small_k_kernel<true, true><<<blocks, SK_THREADS, 0, stream>>>(p, epilogue);
-    else if (a16) small_k_kernel<true, false><<<blocks, SK_THREADS, 0, stream>>>(p, epilogue);
-    else if (b16) small_k_kernel<false, true><<<blocks, SK_THREADS, 0, stream>>>(p, epilogue);
-    else small_k_kernel<false, false><<<blocks, SK_THREADS, 0, stream>>>(p, epilogue);
+    if (sk_rows16(p.a) == A_ROWS16 && sk_rows16(p.b) == B_ROWS16)
+        small_k_kernel<A_ROWS16, B_ROWS16><<<blocks, SK_THREADS, 0, stream>>>(p, epilogue);
+    else
+        small_k_kernel<false, false><<<blocks, SK_THREADS, 0, stream>>>(p, epilogue);
     return cudaSuccess;
 }
 
