@@ -1257,7 +1257,8 @@ def _bench(paths: list[Path], options: BenchOptions, console=None) -> BenchRun:
     runner = (RayRunner(options.ray, options) if options.ray else LocalRunner(slots, gpu_bytes)) if jobs else None
     where = f"Ray ({options.ray})" if options.ray else (
         f"{len(slots)} worker{'s' if len(slots) > 1 else ''}" + (
-            (" (one per GPU)" if options.per_gpu == 1 else f" ({options.per_gpu} per GPU, timing one at a time)")
+            (" (one per GPU" if options.per_gpu == 1 else f" ({options.per_gpu} per GPU, timing one at a time")
+            + (", the other processes stopped while one times)" if QUIET_LOCKS else ")")
             if options.device == "cuda" else ""))
     console.print(f"[bold]kfuse bench[/]: {len(problems)} problems, {what}; "
                   f"{options.device} target, {where}; results in {out}", highlight=False)
@@ -1427,35 +1428,43 @@ def speed_pass(problems: list[Problem], records: dict, options: BenchOptions, ru
 
     slow = [p for p in problems if p.id in records
             and slower_than_eager(records[p.id]["status"], (records[p.id].get("speedups") or {}).get("vs_eager"))]
+    tasks = []  # (problem, choice, its Optimizer): optimized side by side, a process each
     for problem in slow:
         first = records[problem.id]
         best[problem.id] = first["speedups"]["vs_eager"]
-        marks = {"precision_fallback": first.get("precision_fallback"), "ungraphed": first.get("ungraphed")}
-        try:
-            seen = {Path(first["candidate"]).read_bytes()}
-        except (OSError, TypeError, KeyError):
-            seen = set()
+        fallback, ungraphed = first.get("precision_fallback"), bool(first.get("ungraphed"))
         for choice in SPEED_ALTERNATIVES:
-            if marks["ungraphed"] and choice.startswith("cuda_graph="):
+            if ungraphed and choice.startswith("cuda_graph="):
                 continue  # (the graph failed the judge: the file stays without it)
-            optimize = Optimizer(options, fallback=marks["precision_fallback"], ungraphed=bool(marks["ungraphed"]),
-                                 env=getattr(runner, "probe_env", None), choice=choice)
-            emitted = optimize(problem)
+            tasks.append((problem, choice, Optimizer(options, fallback=fallback, ungraphed=ungraphed,
+                                                     env=getattr(runner, "probe_env", None), choice=choice)))
+    with ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) // 2)) as pool:
+        emitted_all = list(pool.map(lambda task: task[2](task[0]), tasks))
+    seen: dict[str, set[bytes]] = {}
+    for (problem, choice, _), emitted in zip(tasks, emitted_all):
+        first = records[problem.id]
+        if problem.id not in seen:
             try:
-                code = emitted["path"].read_bytes()
-            except (KeyError, OSError):
-                continue  # (the choice leaves no kernel: nothing to judge)
-            if code in seen:
-                continue  # a file judged already (most choices change nothing in a given problem)
-            seen.add(code)
-            variant = replace(problem, candidate=emitted["path"])
-            key = cache_key(problem.path.read_bytes(), code, options)
-            keys[id(variant)] = (key, {**marks, "tuned": choice})
-            hit = read_cache(options.out / "cache", key)
-            if hit is not None:
-                keep_if_faster(variant, hit["result"], cached=True)
-            else:
-                jobs.append((variant, {**make_job(variant, options), "optimized": emitted["optimized"]}))
+                seen[problem.id] = {Path(first["candidate"]).read_bytes()}
+            except (OSError, TypeError, KeyError):
+                seen[problem.id] = set()
+        try:
+            code = emitted["path"].read_bytes()
+        except (KeyError, OSError):
+            continue  # (the choice leaves no kernel: nothing to judge)
+        if code in seen[problem.id]:
+            continue  # a file judged already (most choices change nothing in a given problem)
+        seen[problem.id].add(code)
+        variant = replace(problem, candidate=emitted["path"])
+        key = cache_key(problem.path.read_bytes(), code, options)
+        marks = {"precision_fallback": first.get("precision_fallback"), "ungraphed": first.get("ungraphed"),
+                 "tuned": choice}
+        keys[id(variant)] = (key, marks)
+        hit = read_cache(options.out / "cache", key)
+        if hit is not None:
+            keep_if_faster(variant, hit["result"], cached=True)
+        else:
+            jobs.append((variant, {**make_job(variant, options), "optimized": emitted["optimized"]}))
     if jobs:
         runner.run(jobs, on_start, on_done)
     return len(jobs)
