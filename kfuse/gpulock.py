@@ -177,7 +177,9 @@ def register_session(lock_path: str | os.PathLike, pgid: int | None = None) -> P
     with contextlib.suppress(OSError):
         if entry.read_text() == began:
             return None  # registered already (the bench registers its optimize processes): not this caller's to remove
-    entry.write_text(began)
+    partial = entry.with_name(f".{pgid}.{os.getpid()}")  # whole or not at all for a reader (_live_sessions)
+    partial.write_text(began)
+    partial.replace(entry)
     return entry
 
 
@@ -193,9 +195,9 @@ def _live_sessions(folder: Path) -> list[int]:
             pgid, began = int(entry.name), entry.read_text()
         except (OSError, ValueError):
             continue
-        if began and started_at(pgid) == began:
+        if started_at(pgid) == began:
             live.append(pgid)
-        else:
+        elif began:  # (the leader is gone, or the pid is another process's now)
             entry.unlink(missing_ok=True)
     return live
 
