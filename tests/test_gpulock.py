@@ -235,3 +235,39 @@ def test_only_session_leaders_register_and_dead_ones_drop_out(tmp_path):
     (gpulock.sessions_folder(path) / str(gone.pid)).write_text("12345")  # a session that ended (or a reused pid)
     assert gpulock.stop_others(path) == []
     assert not (gpulock.sessions_folder(path) / str(gone.pid)).exists()
+
+
+STRESSED = """
+import os, sys, time
+from pathlib import Path
+from kfuse.gpulock import GpuLock
+path, me, folder, seconds = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), float(sys.argv[4])
+lock, count, end, problems = GpuLock(path), 0, time.monotonic() + seconds, []
+def counts():
+    return {p.name: p.read_text() for p in folder.glob("count*")}
+while time.monotonic() < end:
+    with lock.shared():
+        count += 1
+    (folder / f"count{me}").write_text(str(count))  # CPU work between sections: what quiet timing stops
+    if count % 50 == me:
+        with lock.exclusive():
+            before = counts()
+            time.sleep(0.05)
+            if counts() != before:
+                problems.append((before, counts()))
+print(len(problems), count)
+"""
+
+
+@needs_proc
+def test_quiet_timing_under_load_stops_every_neighbour_and_never_deadlocks(tmp_path):
+    """Three judges in sessions of their own, each looping over shared sections and CPU work with an exclusive
+    section now and then: inside every exclusive section no neighbour makes progress, and all finish."""
+    path = tmp_path / "gpu0.lock"
+    env = {**os.environ, "KFUSE_GPU_QUIET": "1"}
+    judges = [subprocess.Popen([sys.executable, "-c", STRESSED, str(path), str(me), str(tmp_path), "3"],
+                               cwd=Path(__file__).parent.parent, start_new_session=True, env=env,
+                               stdout=subprocess.PIPE, text=True) for me in range(3)]
+    results = [judge.communicate(timeout=60)[0].split() for judge in judges]
+    assert all(judge.returncode == 0 for judge in judges)
+    assert all(problems == "0" and int(count) > 50 for problems, count in results), results
