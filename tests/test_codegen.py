@@ -143,3 +143,43 @@ def test_model_new_refuses_constructor_numbers_other_than_those_compiled_in(tmp_
         model_new(16, 0.25, "layer")
     with pytest.raises(ValueError, match="run kfuse again"):
         model_new(16, 0.5, "layer", eps=1e-3)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not on PATH")
+def test_div32_divides_exactly_by_multiplication(tmp_path):
+    """kf::div32 (the strided kernels' 32-bit index division by a magic number and a shift, kf::set_divisor) equals
+    the division for every divisor shape it meets: 1, powers of two and their neighbours, primes, 2^31 - 1, against
+    dividends from 0 to 2^31 - 1."""
+    from kfuse.compiler.codegen import COMMON
+
+    program = tmp_path / "div32.cpp"
+    program.write_text(COMMON + r"""
+#include <cstdio>
+#include <random>
+int main() {
+    std::mt19937_64 random(7);
+    std::vector<int64_t> divisors = {1, 2, 3, 5, 7, 31, 64, 65, 127, 1000, 4095, 65537, 1000003, 2147483647};
+    for (int b = 1; b < 31; ++b) for (int64_t e : {-1, 0, 1}) divisors.push_back((int64_t(1) << b) + e);
+    for (int k = 0; k < 2000; ++k) divisors.push_back(1 + (int64_t)(random() % 2147483646));
+    long bad = 0;
+    for (int64_t size : divisors) {
+        kf::Shape s{};
+        s.sizes[0] = size;
+        kf::set_divisor(s, 0);
+        std::vector<uint32_t> ns = {0, 1, (uint32_t)size - 1, (uint32_t)size, 2147483647u, 2147483646u};
+        for (int k = 0; k < 2000; ++k) ns.push_back((uint32_t)(random() % 2147483648u));
+        for (uint32_t n : ns) {
+            if (n > 2147483647u) continue;
+            if (kf::div32(s, 0, n) != n / (uint64_t)size) ++bad;
+        }
+    }
+    std::printf("%ld\n", bad);
+    return bad != 0;
+}
+""")
+    binary = tmp_path / "div32"
+    built = subprocess.run(["g++", "-O1", "-std=c++17", "-include", "vector", str(program), "-o", str(binary)],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-2000:]
+    ran = subprocess.run([str(binary)], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0 and ran.stdout.strip() == "0", ran.stdout + ran.stderr

@@ -43,12 +43,33 @@ struct Shape {{
     int ndim;
     int64_t sizes[KF_MAX_DIMS];
     int64_t numel;
+    // sizes[d] as a divisor by multiplication for 32-bit indices (div32; set by prepare, 0 where a size needs 64)
+    uint32_t magic[KF_MAX_DIMS];
+    uint32_t shift[KF_MAX_DIMS];
 }};
 #ifdef __CUDACC__
 #define KF_HD __host__ __device__ __forceinline__
 #else
 #define KF_HD inline
 #endif
+// n / sizes[d] for n < 2^31 by a multiply-high and a shift (magic numbers as PyTorch's IntDivider): a division by a
+// run-time value is ~20 instructions, this 3, and the strided kernel divides once per dim per element.
+KF_HD uint32_t div32(const Shape& s, int d, uint32_t n) {{
+#ifdef __CUDA_ARCH__
+    const uint32_t t = __umulhi(n, s.magic[d]);
+#else
+    const uint32_t t = (uint32_t)(((uint64_t)n * s.magic[d]) >> 32);
+#endif
+    return (t + n) >> s.shift[d];
+}}
+// The magic number and shift of div32 for a divisor in [1, 2^31).
+inline void set_divisor(Shape& s, int d) {{
+    const uint64_t size = s.sizes[d] > 1 ? (uint64_t)s.sizes[d] : 1;
+    const uint32_t shift = size > 1 ? 64 - __builtin_clzll(size - 1) : 0;  // the least with 2^shift >= size
+    s.shift[d] = shift;
+    s.magic[d] = size < (uint64_t(1) << 31)
+                     ? (uint32_t)((uint64_t(1) << 32) * ((uint64_t(1) << shift) - size) / size + 1) : 0;
+}}
 // The value of operand `o` for output element i, for every mode but the strided one.
 template <typename index_t>
 KF_HD float load(const Operand& o, index_t i) {{
@@ -103,6 +124,7 @@ inline at::Tensor prepare(const at::Tensor* const* inputs, int count, const at::
         }
         shape.sizes[d] = size;
         shape.numel *= size;
+        set_divisor(shape, d);
     }
     const at::Tensor& first = *inputs[0];
     for (int k = 0; k < count; ++k) {
@@ -371,11 +393,22 @@ def _offsets(operands: list[str], index: str, index_t: str = "index_t", indent: 
     decl = "".join(f"{pad}{index_t} off{k} = 0;\n" for k in range(len(operands)))
     acc = "".join(f" off{k} += c * {o}.strides[d];" for k, o in enumerate(operands))
     unroll = f"{pad}#pragma unroll  // constant indices: no local-memory copy of the structs\n" if cuda else ""
+    # 32-bit indices (CUDA, index_t int32_t: every size and offset below 2^31) divide by multiplication (kf::div32)
+    divide = (f"{pad}    {index_t} c;\n"
+              f"{pad}    if constexpr (sizeof({index_t}) == 4) {{\n"
+              f"{pad}        const {index_t} q = ({index_t})kf::div32(shape, d, (uint32_t)rest);\n"
+              f"{pad}        c = rest - q * ({index_t})shape.sizes[d];\n"
+              f"{pad}        rest = q;\n"
+              f"{pad}    }} else {{\n"
+              f"{pad}        c = rest % ({index_t})shape.sizes[d];\n"
+              f"{pad}        rest /= ({index_t})shape.sizes[d];\n"
+              f"{pad}    }}\n") if cuda else (
+              f"{pad}    const {index_t} c = rest % ({index_t})shape.sizes[d];\n"
+              f"{pad}    rest /= ({index_t})shape.sizes[d];\n")
     return (f"{decl}{pad}{index_t} rest = {index};\n"
             f"{unroll}{pad}for (int d = KF_MAX_DIMS - 1; d >= 0; --d) {{\n"
             f"{pad}    if (d >= shape.ndim) continue;\n"
-            f"{pad}    const {index_t} c = rest % ({index_t})shape.sizes[d];\n"
-            f"{pad}    rest /= ({index_t})shape.sizes[d];{acc}\n"
+            f"{divide}{pad}   {acc}\n"
             f"{pad}}}\n")
 
 
