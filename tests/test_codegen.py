@@ -147,15 +147,17 @@ def test_model_new_refuses_constructor_numbers_other_than_those_compiled_in(tmp_
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not on PATH")
 def test_div32_divides_exactly_by_multiplication(tmp_path):
-    """kf::div32 (the strided kernels' 32-bit index division by a magic number and a shift, kf::set_divisor) equals
-    the division for every divisor shape it meets: 1, powers of two and their neighbours, primes, 2^31 - 1, against
-    dividends from 0 to 2^31 - 1."""
+    """kf::div32 (32-bit index division by a magic number and a shift, kf::set_divisor: the strided kernels' dims and
+    kf::load's per-channel operands) equals the division for every divisor shape it meets: 1, powers of two and their
+    neighbours, primes, 2^31 - 1, against dividends from 0 to 2^31 - 1; and kf::load with 32-bit indices reads what
+    it reads with 64-bit ones."""
     from kfuse.compiler.codegen import COMMON
 
     program = tmp_path / "div32.cpp"
     program.write_text(COMMON + r"""
 #include <cstdio>
 #include <random>
+#include <vector>
 int main() {
     std::mt19937_64 random(7);
     std::vector<int64_t> divisors = {1, 2, 3, 5, 7, 31, 64, 65, 127, 1000, 4095, 65537, 1000003, 2147483647};
@@ -163,22 +165,28 @@ int main() {
     for (int k = 0; k < 2000; ++k) divisors.push_back(1 + (int64_t)(random() % 2147483646));
     long bad = 0;
     for (int64_t size : divisors) {
-        kf::Shape s{};
-        s.sizes[0] = size;
-        kf::set_divisor(s, 0);
+        uint32_t magic, shift;
+        kf::set_divisor(size, magic, shift);
         std::vector<uint32_t> ns = {0, 1, (uint32_t)size - 1, (uint32_t)size, 2147483647u, 2147483646u};
         for (int k = 0; k < 2000; ++k) ns.push_back((uint32_t)(random() % 2147483648u));
-        for (uint32_t n : ns) {
-            if (n > 2147483647u) continue;
-            if (kf::div32(s, 0, n) != n / (uint64_t)size) ++bad;
-        }
+        for (uint32_t n : ns)
+            if (n <= 2147483647u && kf::div32(n, magic, shift) != n / (uint64_t)size) ++bad;
     }
+    // a per-channel operand (step 2) of a (4, 37, 5, 3) output, value c at channel c
+    std::vector<float> channel(37);
+    for (int c = 0; c < 37; ++c) channel[c] = (float)c;
+    kf::Operand o{};
+    o.data = channel.data(); o.step = 2; o.inner = 15; o.count = 37; o.stride = 1;
+    kf::set_divisor(o.inner, o.inner_magic, o.inner_shift);
+    kf::set_divisor(o.count, o.count_magic, o.count_shift);
+    for (int32_t i = 0; i < 4 * 37 * 15; ++i)
+        if (kf::load<int32_t>(o, i) != kf::load<int64_t>(o, i) || kf::load<int32_t>(o, i) != (float)(i / 15 % 37)) ++bad;
     std::printf("%ld\n", bad);
     return bad != 0;
 }
 """)
     binary = tmp_path / "div32"
-    built = subprocess.run(["g++", "-O1", "-std=c++17", "-include", "vector", str(program), "-o", str(binary)],
+    built = subprocess.run(["g++", "-O1", "-std=c++17", str(program), "-o", str(binary)],
                            capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-2000:]
     ran = subprocess.run([str(binary)], capture_output=True, text=True, timeout=120)

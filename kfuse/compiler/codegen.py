@@ -38,12 +38,13 @@ struct Operand {{
     // of shape (C, 1, 1), a row or column vector); -1: strided (general indexing)
     int64_t step;
     int64_t inner, count, stride;  // step 2: element i reads data[(i / inner) % count * stride]
+    uint32_t inner_magic, inner_shift, count_magic, count_shift;  // ... inner and count for div32 (set by prepare)
 }};
 struct Shape {{
     int ndim;
     int64_t sizes[KF_MAX_DIMS];
     int64_t numel;
-    // sizes[d] as a divisor by multiplication for 32-bit indices (div32; set by prepare, 0 where a size needs 64)
+    // sizes[d] as a divisor by multiplication for 32-bit indices (div32; set by prepare)
     uint32_t magic[KF_MAX_DIMS];
     uint32_t shift[KF_MAX_DIMS];
 }};
@@ -52,29 +53,34 @@ struct Shape {{
 #else
 #define KF_HD inline
 #endif
-// n / sizes[d] for n < 2^31 by a multiply-high and a shift (magic numbers as PyTorch's IntDivider): a division by a
-// run-time value is ~20 instructions, this 3, and the strided kernel divides once per dim per element.
-KF_HD uint32_t div32(const Shape& s, int d, uint32_t n) {{
+// n / divisor for n < 2^31 by a multiply-high and a shift (the divisor's magic number and shift from set_divisor,
+// PyTorch's IntDivider's method): a division by a run-time value is ~20 instructions, this 3, and the strided and
+// per-channel loads divide per element.
+KF_HD uint32_t div32(uint32_t n, uint32_t magic, uint32_t shift) {{
 #ifdef __CUDA_ARCH__
-    const uint32_t t = __umulhi(n, s.magic[d]);
+    const uint32_t t = __umulhi(n, magic);
 #else
-    const uint32_t t = (uint32_t)(((uint64_t)n * s.magic[d]) >> 32);
+    const uint32_t t = (uint32_t)(((uint64_t)n * magic) >> 32);
 #endif
-    return (t + n) >> s.shift[d];
+    return (t + n) >> shift;
 }}
-// The magic number and shift of div32 for a divisor in [1, 2^31).
-inline void set_divisor(Shape& s, int d) {{
-    const uint64_t size = s.sizes[d] > 1 ? (uint64_t)s.sizes[d] : 1;
-    const uint32_t shift = size > 1 ? 64 - __builtin_clzll(size - 1) : 0;  // the least with 2^shift >= size
-    s.shift[d] = shift;
-    s.magic[d] = size < (uint64_t(1) << 31)
-                     ? (uint32_t)((uint64_t(1) << 32) * ((uint64_t(1) << shift) - size) / size + 1) : 0;
+// div32's magic number and shift for a divisor in [1, 2^31) (another divisor: never used, 32-bit indices being
+// chosen only where every size and offset is below 2^31).
+inline void set_divisor(int64_t divisor, uint32_t& magic, uint32_t& shift) {{
+    const uint64_t d = divisor > 1 ? (uint64_t)divisor : 1;
+    shift = d > 1 ? 64 - __builtin_clzll(d - 1) : 0;  // the least with 2^shift >= d
+    magic = d < (uint64_t(1) << 31) ? (uint32_t)((uint64_t(1) << 32) * ((uint64_t(1) << shift) - d) / d + 1) : 0;
 }}
 // The value of operand `o` for output element i, for every mode but the strided one.
 template <typename index_t>
 KF_HD float load(const Operand& o, index_t i) {{
     if (o.step == 1) return o.data[i];
     if (o.step == 0) return o.data[0];
+    if constexpr (sizeof(index_t) == 4) {{  // (32-bit indices: every size and offset below 2^31)
+        const uint32_t q = div32((uint32_t)i, o.inner_magic, o.inner_shift);
+        const uint32_t along = q - div32(q, o.count_magic, o.count_shift) * (uint32_t)o.count;
+        return o.data[(index_t)along * (index_t)o.stride];
+    }}
     return o.data[(i / (index_t)o.inner) % (index_t)o.count * (index_t)o.stride];
 }}
 }}  // namespace kf
@@ -124,7 +130,7 @@ inline at::Tensor prepare(const at::Tensor* const* inputs, int count, const at::
         }
         shape.sizes[d] = size;
         shape.numel *= size;
-        set_divisor(shape, d);
+        set_divisor(size, shape.magic[d], shape.shift[d]);
     }
     const at::Tensor& first = *inputs[0];
     for (int k = 0; k < count; ++k) {
@@ -148,6 +154,8 @@ inline at::Tensor prepare(const at::Tensor* const* inputs, int count, const at::
             for (int d = varying + 1; d < ndim; ++d) operands[k].inner *= shape.sizes[d];
             operands[k].count = shape.sizes[varying];
             operands[k].stride = operands[k].strides[varying];
+            set_divisor(operands[k].inner, operands[k].inner_magic, operands[k].inner_shift);
+            set_divisor(operands[k].count, operands[k].count_magic, operands[k].count_shift);
         }
     }
     const c10::IntArrayRef sizes(shape.sizes, ndim);
@@ -396,7 +404,7 @@ def _offsets(operands: list[str], index: str, index_t: str = "index_t", indent: 
     # 32-bit indices (CUDA, index_t int32_t: every size and offset below 2^31) divide by multiplication (kf::div32)
     divide = (f"{pad}    {index_t} c;\n"
               f"{pad}    if constexpr (sizeof({index_t}) == 4) {{\n"
-              f"{pad}        const {index_t} q = ({index_t})kf::div32(shape, d, (uint32_t)rest);\n"
+              f"{pad}        const {index_t} q = ({index_t})kf::div32((uint32_t)rest, shape.magic[d], shape.shift[d]);\n"
               f"{pad}        c = rest - q * ({index_t})shape.sizes[d];\n"
               f"{pad}        rest = q;\n"
               f"{pad}    }} else {{\n"
