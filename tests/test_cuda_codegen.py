@@ -723,7 +723,7 @@ GXX = shutil.which("g++")
 def test_short_rows_take_part_of_a_warp_each(tmp_path):
     """The rows kernel's launch shape, run on the host (g++): rows of up to 64 get 4-16 lanes (a float4 each),
     longer ones a warp or a block; the group must divide the warp so the narrowed shuffles stay inside a row."""
-    from kfuse.compiler.codegen import MAX_DIMS
+    from kfuse.compiler.codegen import COMMON
     from kfuse.kernels.reduce import REDUCE_DECLS, REDUCE_DEVICE_RUNTIME
     runtime = REDUCE_DEVICE_RUNTIME.split("}  // namespace kf\n")[0] + "}  // namespace kf\n"
     lengths = [1, 4, 7, 16, 17, 33, 64, 65, 100, 256, 1000, 100000]
@@ -732,7 +732,7 @@ def test_short_rows_take_part_of_a_warp_each(tmp_path):
     program.write_text(f"""#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#define KF_MAX_DIMS {MAX_DIMS}
+{COMMON}
 {REDUCE_DECLS}
 {runtime}
 static kf::RConfig kf_row_config(int64_t rlen) {{

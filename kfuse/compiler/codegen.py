@@ -53,9 +53,10 @@ struct Shape {{
 #else
 #define KF_HD inline
 #endif
-// n / divisor for n < 2^31 by a multiply-high and a shift (the divisor's magic number and shift from set_divisor,
-// PyTorch's IntDivider's method): a division by a run-time value is ~20 instructions, this 3, and the strided and
-// per-channel loads divide per element.
+// n / divisor for 0 <= n < 2^31 by a multiply-high and a shift: (hi32(n * magic) + n) >> shift, the divisor's magic
+// number and shift from set_divisor (Granlund-Montgomery's multiplier, as PyTorch's IntDivider). A division by a
+// run-time value is ~20 instructions, this 3; the strided and per-channel loads divide per element (and the
+// reductions and windows through kf::Div, kfuse.kernels.printing).
 KF_HD uint32_t div32(uint32_t n, uint32_t magic, uint32_t shift) {{
 #ifdef __CUDA_ARCH__
     const uint32_t t = __umulhi(n, magic);

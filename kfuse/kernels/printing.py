@@ -37,36 +37,19 @@ def kernel_argument(kernel: FusedKernel, name: str, names: dict[str, str]) -> st
 
 
 # Division by a run-time constant (a size the kernel walks), shared by the reduction and window kernels; guarded, so
-# that a file with both families holds it once.
+# that a file with both families holds it once. The arithmetic is kf::div32 and kf::set_divisor, in every file's
+# common part (kfuse.compiler.codegen.COMMON), which the pointwise kernels use directly.
 FAST_DIVISION_DECLS = r"""
 #ifndef KF_FAST_DIVISION
 #define KF_FAST_DIVISION
 namespace kf {
-// Division by a run-time constant without a divide instruction for 32-bit indices: n / d == (hi32(n * m) + n) >> s
-// for 0 <= n < 2^31 (Granlund-Montgomery's multiplier, as PyTorch's IntDivider); 64-bit indices divide plainly.
+// A divisor for div_by: 32-bit indices divide by its magic number and shift (div32), 64-bit ones plainly.
 struct Div {
     int64_t d;
     uint32_t m, s;
 };
-#ifdef __CUDACC__
-__host__ __device__ __forceinline__
-#else
-inline
-#endif
-int32_t div_by(int32_t n, const Div& d) {
-#ifdef __CUDA_ARCH__
-    const uint32_t hi = __umulhi((uint32_t)n, d.m);
-#else
-    const uint32_t hi = (uint32_t)(((uint64_t)(uint32_t)n * d.m) >> 32);
-#endif
-    return (int32_t)((hi + (uint32_t)n) >> d.s);
-}
-#ifdef __CUDACC__
-__host__ __device__ __forceinline__
-#else
-inline
-#endif
-int64_t div_by(int64_t n, const Div& d) { return n / d.d; }
+KF_HD int32_t div_by(int32_t n, const Div& d) { return (int32_t)div32((uint32_t)n, d.m, d.s); }
+KF_HD int64_t div_by(int64_t n, const Div& d) { return n / d.d; }
 }  // namespace kf
 #endif
 """
@@ -78,9 +61,7 @@ namespace kf {
 inline Div make_div(int64_t d) {
     Div r;
     r.d = d;
-    r.s = 0;
-    while (r.s < 31 && ((int64_t)1 << r.s) < d) ++r.s;
-    r.m = d < INT32_MAX ? (uint32_t)(((((uint64_t)1 << 32) * (((uint64_t)1 << r.s) - (uint64_t)d)) / (uint64_t)d) + 1) : 0;
+    set_divisor(d, r.m, r.s);
     return r;
 }
 }  // namespace kf
