@@ -124,7 +124,7 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
                      cuda_graph, choice_values, compile_modes, timeout, json_path):
     """Compile PROBLEM's Model (or --model's) into fused kernels: write ModelNew, then judge it like `kfuse check`."""
     from kfuse.kernels import choices
-    from kfuse.judge.verdict import CheckOptions, needs_precision_fallback, slower_than_eager
+    from kfuse.judge.verdict import CheckOptions, needs_precision_fallback, slower_than_eager, vs_eager
     from kfuse.compiler.optimize import optimize
 
     if (problem is None) == (model_spec is None):
@@ -187,7 +187,7 @@ def optimize_command(problem, model_spec, output, device, precision, no_check, n
                        err=True)
             verdict, _ = _plan_again(problem, output, device, precision, options, verdict, report,
                                      dataclasses.replace(planned, cuda_graph="off"), "ungraphed")
-        ratio = ((verdict.get("timing") or {}).get("speedups") or {}).get("vs_eager")
+        ratio = vs_eager(verdict)
         if slower_than_eager(verdict["status"], ratio):
             click.echo(f"kfuse: {ratio:.2f}x eager's speed: planning it with kfuse tune's alternatives", err=True)
             verdict = _plan_for_speed(problem, output, device, precision, options, verdict, report, planned)
@@ -244,11 +244,12 @@ def _plan_for_speed(problem: Path, output: Path, device: str, precision: str, op
     ratio to eager beats the first's by more than kfuse.tune.MARGIN (the report then says `tuned`). Returns the
     verdict that stands."""
     from kfuse.compiler.optimize import optimize
+    from kfuse.judge.verdict import vs_eager as speedup
     from kfuse.kernels import choices
     from kfuse.tune import MARGIN
 
     def vs_eager(v: dict) -> float:
-        return ((v.get("timing") or {}).get("speedups") or {}).get("vs_eager") or 0.0
+        return speedup(v) or 0.0
 
     seen, best, kept = {output.read_bytes()}, verdict, None
     deadline = time.monotonic() + SPEED_SEARCH_S

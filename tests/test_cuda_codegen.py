@@ -37,10 +37,13 @@ def _emitted(problem: str, device: str, precision: str):
     parts = [PROBLEMS / f"{name}.py" for name in problem.split("+")]
     path = parts[0] if len(parts) == 1 else compose(parts, out / "composed.py")
     result = optimize(path, out / f"{path.stem}_{device}_{precision}.py", device, precision)
-    tree = ast.parse(result.path.read_text())
-    strings = {t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
-               for t in node.targets if isinstance(t, ast.Name) and isinstance(node.value, ast.Constant)}
-    return result, strings
+    return result, module_strings(result.path.read_text())
+
+
+def module_strings(text: str) -> dict[str, str]:
+    """An emitted file's module-level string constants by name (CUDA_SOURCE, CPP_SOURCE, ...)."""
+    return {t.id: node.value.value for node in ast.parse(text).body if isinstance(node, ast.Assign)
+            for t in node.targets if isinstance(t, ast.Name) and isinstance(node.value, ast.Constant)}
 
 
 def cuda_include() -> Path | None:
@@ -253,17 +256,14 @@ def test_nvcc_compiles_a_transposed_convolution_with_tensor_cores(tmp_path, monk
                        "def get_inputs():\n    return [torch.rand(2, 5, 4, 5, 6)]\ndef get_init_inputs():\n    return []\n")
     result = optimize(problem, tmp_path / "convt3d_new.py", "cuda")
     assert [k["name"] for k in result.kernels] == ["fused_conv_transpose3d"] and result.library_calls == []
-    tree = ast.parse(result.path.read_text())
-    cuda = next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CUDA_SOURCE")
+    cuda = module_strings(result.path.read_text())["CUDA_SOURCE"]
     assert "kf::conv_forward<true, kf::TF32_OFF, " in cuda
     monkeypatch.setattr("kfuse.kernels.eager_precision.convolution_runs_tf32", lambda node: True)
     monkeypatch.setattr("kfuse.kernels.conv.tf32_rounding", lambda node: "rne")
     result = optimize(problem, tmp_path / "convt3d_tf32.py", "cuda")
     assert [k.get("tf32") for k in result.kernels] == ["rne"] and result.library_calls == []
-    tree = ast.parse(result.path.read_text())
-    assert "operands rounded to nearest, ties to even" in ast.get_docstring(tree)
-    text = {n.targets[0].id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
-            and isinstance(n.value, ast.Constant)}
+    assert "operands rounded to nearest, ties to even" in ast.get_docstring(ast.parse(result.path.read_text()))
+    text = module_strings(result.path.read_text())
     cuda = text["CUDA_SOURCE"]
     assert "kf::conv_forward<true, kf::TF32_TIES_EVEN, " in cuda and "kf::conv_allows_tf32()" in text["CPP_SOURCE"]
     # the weights packed per call for the tensor-core kernel's tiles (kf::conv_pack_weights)
@@ -293,8 +293,7 @@ def test_nvcc_compiles_the_pointwise_tf32_kernel_where_the_choice_asks_for_it(tm
         with choices.using(choices.Choices(conv_pointwise_tc=on)):
             result = optimize(problem, tmp_path / f"{problem.stem}_{on}.py", "cuda")
         assert [k.get("tf32") for k in result.kernels] == ["rne"]
-        tree = ast.parse(result.path.read_text())
-        return next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CUDA_SOURCE")
+        return module_strings(result.path.read_text())["CUDA_SOURCE"]
 
     assert "#define KF_CONV_POINTWISE_TC" not in cuda_source(pointwise, False)
     assert "#define KF_CONV_POINTWISE_TC" not in cuda_source(square, True)
@@ -333,8 +332,7 @@ def test_a_file_carries_the_convolution_families_its_convolutions_can_take(tmp_p
     small-filter kernels where one was instantiated; the depthwise kernel where a convolution has one input channel
     per group (whatever sizes the file is then called with, neither can apply elsewhere)."""
     problem = conv_problem(tmp_path, "families", conv, shape, forward="self.conv(x)")
-    tree = ast.parse(optimize(problem, tmp_path / "families_new.py", "cuda").path.read_text())
-    cuda = next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CUDA_SOURCE")
+    cuda = module_strings(optimize(problem, tmp_path / "families_new.py", "cuda").path.read_text())["CUDA_SOURCE"]
     assert all(f"\n{kernel}(" in cuda or f" {kernel}(" in cuda for kernel in ("conv_forward", "conv_igemm", "conv_direct"))
     assert ("struct SmallFilterTile " in cuda) == small
     assert ("#define KF_CONV_DEPTHWISE" in cuda) == depthwise and ("conv2d_depthwise(" in cuda) == depthwise
@@ -410,8 +408,7 @@ def test_strided_pointwise_kernels_keep_their_operands_out_of_local_memory(tmp_p
                        "def get_inputs():\n    return [torch.rand(8, 33, 65), torch.rand(8, 65, 33)]\n"
                        "def get_init_inputs():\n    return []\n")
     text = optimize(problem, tmp_path / "strided_new.py", "cuda").path.read_text()
-    cuda = next(n.value.value for n in ast.parse(text).body
-                if isinstance(n, ast.Assign) and n.targets[0].id == "CUDA_SOURCE")
+    cuda = module_strings(text)["CUDA_SOURCE"]
     frames = {name: entry.split(" bytes stack frame")[0].rsplit(None, 1)[-1]
               for name, entry in ptxas_entries(cuda, tmp_path_factory).items() if "_general" in name}
     assert len(frames) == 2 and set(frames.values()) == {"0"}, frames  # (int32 and int64 indexing)
@@ -422,8 +419,7 @@ def test_nvcc_compiles_the_small_filter_kernels(tmp_path, tmp_path_factory):
     """The seed's filter on both small-filter kernels (3xTF32 tensor cores, emitted; FFMA, added to the source)."""
     problem = conv_problem(tmp_path, "seed_like", "Conv2d(8, 64, 3)", (2, 8, 19, 23))
     result = optimize(problem, tmp_path / "seed_like_new.py", "cuda")
-    tree = ast.parse(result.path.read_text())
-    cuda = next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CUDA_SOURCE")
+    cuda = module_strings(result.path.read_text())["CUDA_SOURCE"]
     call = "if (kf::conv2d_small_filter_forward<8, 3, 3, 1, 1, 1, 1, 64, true>(x, w, g, epi, out, sms, stream)) return;"
     assert call in cuda
     entries = ptxas_entries(cuda.replace(call, call.replace("true", "false") + "\n    " + call), tmp_path_factory)
@@ -528,8 +524,7 @@ def test_a_short_k_product_takes_the_ffma_kernel_alone(tmp_path, tmp_path_factor
     # A (300, 24) is contiguous along K, B (24, 1001) along its rows: B staged 16 bytes a copy
     assert "kf_gemm::launch_small_k<false, true>(p, e, sms, stream)" in text and "fp32 FFMA on CUDA" in text
     assert "gemm_3xtf32" not in text and "ARCH_FLAGS" not in text and "gemv_kernel" not in text
-    cuda = next(n.value.value for n in ast.parse(text).body
-                if isinstance(n, ast.Assign) and n.targets[0].id == "CUDA_SOURCE")
+    cuda = module_strings(text)["CUDA_SOURCE"]
     # two instantiations: the captured layouts' staging and the general one (4-byte copies) for any other layout
     kernels = {name: e for name, e in ptxas_entries(cuda, tmp_path_factory).items() if "small_k_kernel" in name}
     assert sorted(re.search(r"small_k_kernelILb(\d)ELb(\d)E", name).groups() for name in kernels) == [
@@ -582,8 +577,7 @@ def test_a_file_planned_on_hopper_carries_a_plain_fallback_for_other_gpus(tmp_pa
     carries kf_gemm::gemm_fallback in its place, which another GPU's build compiles, with the same launch code."""
     monkeypatch.setattr("kfuse.kernels.gemm._planned_on_hopper", lambda: True)
     result = optimize(PROBLEMS / "linear_wide_leaky.py", tmp_path / "hopper_only.py", "cuda")
-    tree = ast.parse(result.path.read_text())
-    cuda = next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CUDA_SOURCE")
+    cuda = module_strings(result.path.read_text())["CUDA_SOURCE"]
     assert "gemm_fallback" in cuda and "gemm_3xtf32<" not in cuda and "gemm_3xtf32_presplit" in cuda
     cu = tmp_path / "hopper_only.cu"
     cu.write_text(cuda)
@@ -706,9 +700,7 @@ def test_local_statics_of_templates_stay_in_their_extension(problem, tmp_path):
     if problem == "conv_div_leaky":
         path = conv_problem(tmp_path, "seed_like", "Conv2d(8, 64, 3)", (2, 8, 19, 23))
         result = optimize(path, tmp_path / "seed_like_new.py", "cuda")
-        tree = ast.parse(result.path.read_text())
-        text = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
-                for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value, ast.Constant)}
+        text = module_strings(result.path.read_text())
     else:
         _, text = sources(problem)
     found = template_functions_with_local_statics(text["CUDA_SOURCE"])

@@ -35,7 +35,7 @@ from kfuse import __version__
 from kfuse import gpulock
 from kfuse.judge import zygote
 from kfuse.errors import UsageError
-from kfuse.judge.verdict import kill_session, needs_precision_fallback, slower_than_eager
+from kfuse.judge.verdict import kill_session, needs_precision_fallback, slower_than_eager, vs_eager
 from kfuse.loader import top_level_names
 
 SCHEMA = "kfuse.bench/1"
@@ -1412,7 +1412,7 @@ def speed_pass(problems: list[Problem], records: dict, options: BenchOptions, ru
 
     def keep_if_faster(variant: Problem, result: dict, cached: bool) -> None:
         key, marks = keys[id(variant)]
-        ratio = (((result.get("verdict") or {}).get("timing") or {}).get("speedups") or {}).get("vs_eager")
+        ratio = vs_eager(result.get("verdict"))
         with lock:
             if result.get("status") == "correct" and ratio is not None \
                     and ratio > best[variant.id] * (1 + SPEED_MARGIN):

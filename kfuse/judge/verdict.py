@@ -82,6 +82,11 @@ def slower_than_eager(status: str | None, vs_eager: float | None) -> bool:
     return status == "correct" and vs_eager is not None and vs_eager < SLOWER_THAN_EAGER
 
 
+def vs_eager(verdict: dict | None) -> float | None:
+    """The verdict's speedup over eager, None where it was not timed."""
+    return (((verdict or {}).get("timing") or {}).get("speedups") or {}).get("vs_eager")
+
+
 def new_verdict(problem: str, candidate: str, options: CheckOptions) -> dict:
     return {
         "schema": SCHEMA, "kfuse_version": __version__, "status": None, "reasons": [],
