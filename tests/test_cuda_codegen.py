@@ -192,7 +192,8 @@ def test_light_column_kernels_fit_their_launch_bounds_without_spilling(tmp_path_
                     int(entry.split(" bytes spill stores")[0].rsplit(None, 1)[-1]))
              for name, entry in ptxas_entries(text["CUDA_SOURCE"], tmp_path_factory).items()
              if re.search(r"reduce_cols_lightI\d+fused_(sum|mean|amin|argmax)_reductioniLi[14]E", name)}
-    assert len(light) == 8 and all(spills == 0 for _, spills in light.values()), light
+    # (four reductions: the float4 kernel, the scalar one in 32 x 8 blocks and in 256 x 1 blocks)
+    assert len(light) == 12 and all(spills == 0 for _, spills in light.values()), light
     for name, (registers, _) in light.items():
         assert registers <= (64 if re.search(r"fused_(sum|mean|amin)_reductioniLi1E", name) else 32), (name, registers)
 
@@ -392,9 +393,10 @@ def test_channels_last_epilogue_keeps_its_operands_out_of_local_memory(tmp_path_
     frames = {name: entry.split(" bytes stack frame")[0].rsplit(None, 1)[-1]
               for name, entry in ptxas_entries(text["CUDA_SOURCE"], tmp_path_factory).items()
               if "from_channels_last" in name}
-    # (int32 and int64 indexing) x (plain, general), and the 16-byte-access kernel in both index types
-    assert len(frames) == 6 and set(frames.values()) == {"0"}, frames
-    assert sum("from_channels_last4" in name for name in frames) == 2, frames
+    # (int32 and int64 indexing) x (plain, general), and the 16-byte-read kernel in both index types x (16-byte
+    # writes, 4-byte ones)
+    assert len(frames) == 8 and set(frames.values()) == {"0"}, frames
+    assert sum("from_channels_last4" in name for name in frames) == 4, frames
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
@@ -714,7 +716,8 @@ GXX = shutil.which("g++")
 @pytest.mark.skipif(GXX is None, reason="g++ not installed")
 def test_short_rows_take_part_of_a_warp_each(tmp_path):
     """The rows kernel's launch shape, run on the host (g++): rows of up to 64 get 4-16 lanes (a float4 each),
-    longer ones a warp or a block; the group must divide the warp so the narrowed shuffles stay inside a row."""
+    longer ones a warp or a block; the group must divide the warp so the narrowed shuffles stay inside a row. Short
+    column reductions over many rows get a thread per row."""
     from kfuse.compiler.codegen import COMMON
     from kfuse.kernels.reduce import REDUCE_DECLS, REDUCE_DEVICE_RUNTIME
     runtime = REDUCE_DEVICE_RUNTIME.split("}  // namespace kf\n")[0] + "}  // namespace kf\n"
@@ -732,12 +735,23 @@ static kf::RConfig kf_row_config(int64_t rlen) {{
     g.ond = 1; g.rnd = 1; g.osz[0] = g.rows = 1 << 20; g.rsz[0] = g.rlen = rlen;
     return kf::reduce_config(g, false, 1, 132);
 }}
+static kf::RConfig kf_column_config(int64_t rows, int64_t rlen) {{
+    kf::RGeom g{{}};
+    g.ond = 1; g.rnd = 1; g.osz[0] = g.rows = rows; g.rsz[0] = g.rlen = rlen;
+    return kf::reduce_config(g, true, 1, 132);
+}}
 static void show(const kf::RConfig& c) {{ std::printf("%d %u\\n", c.group, c.threads); }}
 int main() {{
-{calls}}}
+{calls}    show(kf_column_config(1 << 24, 16));
+    show(kf_column_config(1 << 24, 4096));
+    show(kf_column_config(1 << 12, 16));
+}}
 """)
     subprocess.run([GXX, "-std=c++17", "-O1", str(program), "-o", str(tmp_path / "config")], check=True)
     out = subprocess.run([str(tmp_path / "config")], capture_output=True, text=True, check=True).stdout.split()
+    # column reductions: a thread per row for short ones over many rows, else 8 threads along the reduced range
+    assert out[-6::2] == ["1", "8", "8"]
+    out = out[:-6]
     groups = dict(zip(lengths, map(int, out[0::2])))
     assert groups == {1: 4, 4: 4, 7: 4, 16: 4, 17: 8, 33: 16, 64: 16, 65: 32, 100: 32, 256: 32, 1000: 32,
                       100000: 512}

@@ -55,6 +55,7 @@ EXPECTED = {
     "arg_extremes_special": ([["min"], ["argmax"], ["argmin"], ["max"]], []),
     # a middle dim reduced: four rows per thread on CUDA (softmax's output too), rows not in fours, a split range
     "column_reductions": ([["sum"], ["argmax"], ["mul", "softmax"], ["amin"], ["mean"]], []),
+    "permuted_reductions": ([["mean"], ["add", "softmax"], ["logsumexp"], ["argmax"], ["amax"], ["sum"]], ["permute"]),
     "softmax_scale_bias": ([["mul", "softmax", "add"]], []),
     "softmax_dim1_4d": ([["softmax"]], []),
     "log_softmax_transposed": ([["log_softmax"]], ["t"]),
@@ -172,7 +173,7 @@ JUDGED_TOGETHER = {
     # losses, decomposed at capture: in a group with a training batch norm the decomposition would rewrite it too)
     "reduction_and_loss_family": ["sum_middle_dim_tanh", "mean_keepdim_center", "amax_two_dims",
                                   "argmax_middle_dim", "max_dim_values_indices", "arg_extremes_special",
-                                  "column_reductions", "frobenius_norm", "vector_norm_orders", "l2_normalize",
+                                  "column_reductions", "permuted_reductions", "frobenius_norm", "vector_norm_orders", "l2_normalize",
                                   "l1_norm_prod", "var_std_argmin", "losses_rowwise", "losses_pointwise",
                                   "recurrent_cells"],
     # softmax, log-softmax, logsumexp and attention; layer, group, instance, RMS and batch norms

@@ -84,6 +84,21 @@ KF_HD float load(const Operand& o, index_t i) {{
     }}
     return o.data[(i / (index_t)o.inner) % (index_t)o.count * (index_t)o.stride];
 }}
+#ifdef __CUDACC__
+// Elements 4q .. 4q + 3 of operand `o` (the vec4 kernels; an output 16-byte aligned, a step-1 operand too). A
+// per-channel value whose run of equal elements is a multiple of 4 (a bias over 4k spatial positions) is one load
+// and one division for the four, not four: a fused conv epilogue with two such operands ran 3x slower than its
+// bytes with four.
+template <typename index_t>
+__device__ __forceinline__ float4 load4(const Operand& o, index_t q) {{
+    if (o.step == 1) return reinterpret_cast<const float4*>(o.data)[q];
+    if (o.step == 0 || (o.inner & 3) == 0) {{
+        const float v = load(o, 4 * q);
+        return make_float4(v, v, v, v);
+    }}
+    return make_float4(load(o, 4 * q), load(o, 4 * q + 1), load(o, 4 * q + 2), load(o, 4 * q + 3));
+}}
+#endif
 }}  // namespace kf
 """
 
@@ -426,10 +441,7 @@ def _cuda_kernels(kernel: FusedKernel) -> str:
     operands = ", ".join(f"kf::Operand o{k}" for k in range(n))
     dense_loads = ", ".join(f"kf::load(o{k}, i)" for k in range(n))
     general_loads = ", ".join(f"o{k}.data[off{k}]" for k in range(n))
-    vec_loads = "".join(
-        f"        const float4 v{k} = o{k}.step == 1 ? reinterpret_cast<const float4*>(o{k}.data)[q]"
-        f" : make_float4(kf::load(o{k}, 4 * q), kf::load(o{k}, 4 * q + 1), kf::load(o{k}, 4 * q + 2),"
-        f" kf::load(o{k}, 4 * q + 3));\n" for k in range(n))
+    vec_loads = "".join(f"        const float4 v{k} = kf::load4(o{k}, q);\n" for k in range(n))
     lanes = "".join(
         f"        r.{c} = {kernel.name}_op({', '.join(f'v{k}.{c}' for k in range(n))});\n" for c in "xyzw")
     args = ", ".join(f"o[{k}]" for k in range(n))
@@ -532,14 +544,14 @@ def _channels_last_kernel(kernel: FusedKernel) -> str:
     loads = ", ".join("tile[threadIdx.x][i]" if k == source else f"v{k}" for k in range(n))
     args = ", ".join(f"o[{k}]" for k in range(n))
     general = " || ".join(f"o[{k}].step < 0" for k in others) or "false"
-    values4 = "".join(f"                const float* p{k} = per_channel(o{k}) ? o{k}.data + c * o{k}.stride : nullptr;\n"
+    values4 = "".join(f"                    const float* p{k} = per_channel(o{k}) ? o{k}.data + c * o{k}.stride : nullptr;\n"
                       for k in others)
 
     def lane(j: int) -> str:
-        loads = ", ".join(f"t[{j}]" if k == source else f"(p{k} ? *p{k} : kf::load(o{k}, at + {j}))"
-                          for k in range(n))
+        at = f"at + {j}" if j else "at"
+        loads = ", ".join(f"t[{j}]" if k == source else f"(p{k} ? *p{k} : kf::load(o{k}, {at}))" for k in range(n))
         return f"{kernel.name}_op({loads})"
-    results4 = ",\n".join(f"                    {lane(j)}" for j in range(4))
+    results4 = ",\n".join(f"                        {lane(j)}" for j in range(4))
     per_channel = ("    // one value per channel (a bias): read at c, without kf::load's two divisions per element\n"
                    "    auto per_channel = [&](const kf::Operand& o) "
                    "{ return o.step == 2 && o.inner == spatial && o.count == channels; };\n") if others else ""
@@ -567,9 +579,11 @@ __global__ void {kernel.name}_from_channels_last({operands}, kf::Shape shape, fl
     }}
 }}
 
-// The same with 16-byte accesses on both sides (channels and positions multiples of 4, operands laid out like the
-// result or per channel): 64 positions x 32 channels per block.
-template <typename index_t>
+// The same with 16-byte reads (channels a multiple of 4, operands laid out like the result or per channel): 64
+// positions x 32 channels per block, written 16 bytes at a time where the positions come in fours (WRITE4), else a
+// warp's 32 neighbouring positions at a time (a transposed convolution's 513 x 513 outputs: the 32 x 32 scalar tile
+// ran at 1.7 TB/s on an H200).
+template <typename index_t, bool WRITE4>
 __global__ void {kernel.name}_from_channels_last4({operands}, kf::Shape shape, float* __restrict__ out) {{
     __shared__ float tile[32][64 + 1];  // [channel][position]
     const int64_t channels = shape.sizes[1], spatial = shape.numel / (shape.sizes[0] * channels);
@@ -577,14 +591,26 @@ __global__ void {kernel.name}_from_channels_last4({operands}, kf::Shape shape, f
 {per_channel}    for (int64_t n = blockIdx.z; n < shape.sizes[0]; n += gridDim.z) {{
         kf::fill_tile4(tile, o{source}.data + n * spatial * channels, spatial, channels, s0, c0);
         __syncthreads();
-        #pragma unroll
-        for (int i = threadIdx.x; i < 32 * 16; i += 256) {{  // 32 channels x 16 float4 of positions
-            const int64_t c = c0 + i / 16, s = s0 + 4 * (i % 16);
-            if (c < channels && s < spatial) {{
-                const index_t at = ((index_t)n * (index_t)channels + (index_t)c) * (index_t)spatial + (index_t)s;
-                const float* t = &tile[i / 16][4 * (i % 16)];
-{values4}                *reinterpret_cast<float4*>(out + at) = make_float4(
+        if constexpr (WRITE4) {{
+            #pragma unroll
+            for (int i = threadIdx.x; i < 32 * 16; i += 256) {{  // 32 channels x 16 float4 of positions
+                const int64_t c = c0 + i / 16, s = s0 + 4 * (i % 16);
+                if (c < channels && s < spatial) {{
+                    const index_t at = ((index_t)n * (index_t)channels + (index_t)c) * (index_t)spatial + (index_t)s;
+                    const float* t = &tile[i / 16][4 * (i % 16)];
+{values4}                    *reinterpret_cast<float4*>(out + at) = make_float4(
 {results4});
+                }}
+            }}
+        }} else {{
+            #pragma unroll 4
+            for (int i = threadIdx.x; i < 32 * 64; i += 256) {{  // 32 channels x 64 positions
+                const int64_t c = c0 + i / 64, s = s0 + i % 64;
+                if (c < channels && s < spatial) {{
+                    const index_t at = ((index_t)n * (index_t)channels + (index_t)c) * (index_t)spatial + (index_t)s;
+                    const float* t = &tile[i / 64][i % 64];
+{values4}                    out[at] = {lane(0)};
+                }}
             }}
         }}
         __syncthreads();
@@ -596,11 +622,14 @@ void {kernel.name}_launch_from_channels_last(const kf::Operand* o, const kf::Sha
     const int64_t channels = shape.sizes[1], spatial = shape.numel / (shape.sizes[0] * channels);
     const bool general = {general};
     const bool aligned = reinterpret_cast<uintptr_t>(o[{source}].data) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
-    if (!general && aligned && channels % 4 == 0 && spatial % 4 == 0 && (channels + 31) / 32 <= 65535) {{
+    if (!general && aligned && channels % 4 == 0 && (channels + 31) / 32 <= 65535) {{
         const dim3 blocks((unsigned)((spatial + 63) / 64), (unsigned)((channels + 31) / 32),
                           (unsigned)std::min<int64_t>(shape.sizes[0], 65535));
-        if (small_index) {kernel.name}_from_channels_last4<int32_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
-        else {kernel.name}_from_channels_last4<int64_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
+        const bool write4 = spatial % 4 == 0;
+        if (small_index && write4) {kernel.name}_from_channels_last4<int32_t, true><<<blocks, 256, 0, stream>>>({args}, shape, out);
+        else if (small_index) {kernel.name}_from_channels_last4<int32_t, false><<<blocks, 256, 0, stream>>>({args}, shape, out);
+        else if (write4) {kernel.name}_from_channels_last4<int64_t, true><<<blocks, 256, 0, stream>>>({args}, shape, out);
+        else {kernel.name}_from_channels_last4<int64_t, false><<<blocks, 256, 0, stream>>>({args}, shape, out);
         return;
     }}
     const dim3 threads(32, 8);

@@ -335,8 +335,42 @@ inline std::vector<int64_t> broadcast_shape(const std::vector<at::Tensor>& ts) {
     for (size_t k = 1; k < ts.size(); ++k) sizes = at::infer_size(sizes, ts[k].sizes());
     return sizes;
 }
+// The kept dims, outermost first: in order of view `lead`'s strides, largest first, where that view is dense (a
+// permuted source, e.g. a channels-last convolution's output, is walked in memory order: a mean over its depth
+// reads along the contiguous channels, which the column kernels coalesce, not a strided row per output; H200:
+// 5.7 ms where torch.compile's kernel took 1.3), else in the logical order.
+inline std::vector<int64_t> kept_order(const std::vector<at::Tensor>& views, const std::vector<int64_t>& dims, int lead) {
+    std::vector<int64_t> kept;
+    for (int64_t d = 0; d < views[0].dim(); ++d)
+        if (std::find(dims.begin(), dims.end(), d) == dims.end()) kept.push_back(d);
+    if (lead >= 0 && views[lead].is_non_overlapping_and_dense()) {
+        const at::Tensor& v = views[lead];
+        std::stable_sort(kept.begin(), kept.end(), [&](int64_t a, int64_t b) { return v.stride(a) > v.stride(b); });
+    }
+    return kept;
+}
+// A row output (one value per kept index) laid out in the kept dims' order, so that row o of the kernels is element
+// o of its memory: contiguous where that order is the logical one.
+inline at::Tensor row_output(const std::vector<int64_t>& sizes, const std::vector<int64_t>& dims, bool keepdim,
+                             const std::vector<int64_t>& kept, const at::TensorOptions& opts) {
+    const std::vector<int64_t> shape = row_shape(sizes, dims, keepdim);
+    if (std::is_sorted(kept.begin(), kept.end())) return kf::empty(shape, opts);
+    std::vector<int64_t> stride(sizes.size(), 1);
+    int64_t step = 1;
+    for (auto d = kept.rbegin(); d != kept.rend(); ++d) { stride[*d] = step; step *= sizes[*d]; }
+    std::vector<int64_t> strides;
+    for (int64_t d = 0; d < (int64_t)sizes.size(); ++d) {
+        const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+        if (!reduced) strides.push_back(stride[d]);
+        else if (keepdim) strides.push_back(step);
+    }
+    return at::empty_strided(shape, strides, opts);
+}
 // Fills the geometry and the views' strides; dims of size 1 drop out, neighbours merge where every view allows.
-inline void reduce_geometry(const std::vector<at::Tensor>& views, const std::vector<int64_t>& dims, RGeom& g, RView* out) {
+// Kept dims are walked in `kept`'s order (kept_order), reduced ones in the logical order (an index output counts
+// along it).
+inline void reduce_geometry(const std::vector<at::Tensor>& views, const std::vector<int64_t>& dims,
+                            const std::vector<int64_t>& kept, RGeom& g, RView* out) {
     const int64_t nd = views[0].dim();
     TORCH_CHECK(nd <= KF_MAX_DIMS, "kfuse reductions support up to ", KF_MAX_DIMS, " dimensions");
     const size_t nv = views.size();
@@ -350,9 +384,10 @@ inline void reduce_geometry(const std::vector<at::Tensor>& views, const std::vec
     for (int level = 0; level < 2; ++level) {
         int n = 0;
         int64_t* sz = level == 0 ? g.osz : g.rsz;
-        for (int64_t d = 0; d < nd; ++d) {
-            const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
-            if (reduced != (level == 1) || views[0].size(d) == 1) continue;
+        std::vector<int64_t> reduced(dims);
+        std::sort(reduced.begin(), reduced.end());
+        for (int64_t d : level == 0 ? kept : reduced) {
+            if (views[0].size(d) == 1) continue;
             bool merge = n > 0;
             for (size_t k = 0; k < nv && merge; ++k) {
                 const int64_t* st = level == 0 ? out[k].os : out[k].rs;
@@ -442,7 +477,7 @@ REDUCE_DEVICE_RUNTIME = r"""
 namespace kf {
 struct RConfig { bool column; int width; int group; int splits; unsigned blocks; unsigned threads; };
 // column: the kept dim is the contiguous one (a 32x8 block covers 32 rows, or 128 when each thread takes `width`
-// 4 neighbouring rows a float4 at a time); else `group` threads per row (4-16 lanes of a warp for rows of up to 64,
+// 4 neighbouring rows a float4 at a time; `group` 8 threads along the reduced range, or 1 in 256 x 1 blocks); else `group` threads per row (4-16 lanes of a warp for rows of up to 64,
 // a float4 each; a warp for short rows and for rows up to 2048 when there are enough of them to fill the GPU; the
 // whole block for long ones). Few rows and long reductions split the reduced range.
 inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms) {
@@ -452,9 +487,13 @@ inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms) {
     c.splits = 1;
     const int64_t target = (int64_t)sms * 4;  // blocks wanted in flight
     if (column) {
-        const int64_t tiles = (g.rows + 32 * width - 1) / (32 * width);
+        // short reductions over enough rows to fill the GPU a thread per row (256 x 1 blocks): the 32 x 8 blocks'
+        // merge through shared memory and three barriers per tile cost more than the reading (H200, logsumexp over
+        // 16 channels of a 1 GB NCDHW tensor: 2.15 ms, torch.compile's kernel 0.34)
+        c.group = g.rlen <= 128 && g.rows >= (int64_t)sms * 1024 ? 1 : 8;
+        if (c.group == 1) c.width = width = 1;  // (scalar loads, a warp's 32 neighbouring rows: 128 bytes)
+        const int64_t tiles = (g.rows + 256 / c.group * width - 1) / (256 / c.group * width);
         if (tiles < target && g.rlen >= 2048) c.splits = (int)std::max<int64_t>(1, std::min<int64_t>((target + tiles - 1) / tiles, g.rlen / 512));
-        c.group = 8;
         c.threads = 256;
         // a block per tile, not a grid-stride wave: blocks dispatched in order keep neighbouring tiles in step, so
         // the 32-byte sectors two tiles share (kept rows not a multiple of 8 floats long) come from DRAM once (H100,
@@ -472,8 +511,10 @@ inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms) {
         c.group = g.rlen <= 2048 ? 128 : (g.rlen <= 16384 ? 256 : 512);
         c.threads = c.group;
         // split until each block of the grid has eight units (H100: Frobenius norm over 2^29 floats in 4224 slices
-        // of 512 KB rather than 528 of 4 MB, 2.72 -> 2.38 ms; batch norm over 64 channels 3.47 -> 2.80)
-        if (g.rows < target && g.rlen >= (int64_t)16 * c.group)
+        // of 512 KB rather than 528 of 4 MB, 2.72 -> 2.38 ms; batch norm over 64 channels 3.47 -> 2.80), also
+        // where the rows alone would leave a last wave part empty (H200: group norm's 896 rows of 8.4M floats in
+        // 1.7 waves of 512-thread blocks took 6.9 ms, torch.compile's two kernels 5.3)
+        if (g.rows < 8 * target && g.rlen >= (int64_t)16 * c.group)
             c.splits = (int)std::max<int64_t>(1, std::min<int64_t>((8 * target + g.rows - 1) / g.rows, g.rlen / (8 * c.group)));
         c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>(g.rows * c.splits, (int64_t)sms * (2048 / c.group)));
     }
@@ -653,21 +694,24 @@ __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, 
     }
 }
 
-// WIDTH 1: 32 neighbouring rows per block (threadIdx.x), the reduced range strided over threadIdx.y: coalesced when
-// the kept dim is the contiguous one. WIDTH 4: the same with four neighbouring rows per thread (a float4 per view
-// along the contiguous kept dim: 128 rows per block), for views that allow it (R::cols4_ok) and rows in fours.
-template <class R, typename index_t, int WIDTH>
+// WIDTH 1: 32 neighbouring rows per block (threadIdx.x), the reduced range strided over threadIdx.y (8 threads):
+// coalesced when the kept dim is the contiguous one. WIDTH 4: the same with four neighbouring rows per thread (a
+// float4 per view along the contiguous kept dim: 128 rows per block), for views that allow it (R::cols4_ok) and rows
+// in fours. NY 1 (256 x 1 blocks, WIDTH 1: short reductions over many rows, reduce_config) gives each thread its
+// row's whole reduced range: no shared-memory merge and no barrier per tile.
+template <class R, typename index_t, int WIDTH, int NY = 8>
 __device__ __forceinline__ void reduce_cols_body(const typename R::args& A, const RGeom& g, int splits, int stage,
                                                  typename R::state* ws) {
     using state = typename R::state;
     __shared__ state red[8][32 * WIDTH + 1];
-    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int tx = threadIdx.x, ty = NY > 1 ? threadIdx.y : 0, ny = NY;
     const index_t chunk = (index_t)((((g.rlen + splits - 1) / splits) + 3) / 4 * 4);
-    const int64_t tiles = (g.rows + 32 * WIDTH - 1) / (32 * WIDTH);
+    constexpr int64_t span = (NY > 1 ? 32 : 256) * WIDTH;  // rows per tile (blockDim.x = 256 / NY)
+    const int64_t tiles = (g.rows + span - 1) / span;
     for (int64_t u = blockIdx.x; u < tiles * splits; u += gridDim.x) {
         const int64_t tile = u / splits;
         const int split = (int)(u % splits);
-        const int64_t row = tile * 32 * WIDTH + WIDTH * tx;
+        const int64_t row = tile * span + WIDTH * tx;
         const bool valid = row < g.rows;  // (rows come in fours where WIDTH is 4: all four valid or none)
         const index_t o = (index_t)(valid ? row : 0);
         const index_t r0 = (index_t)split * chunk;
@@ -684,28 +728,30 @@ __device__ __forceinline__ void reduce_cols_body(const typename R::args& A, cons
                     // 128 x 4096 x 4095: 2.62 -> 2.11 ms, eager 2.11; its float4 loop spills at 8)
                     constexpr int unroll = R::LIGHT != 0 && WIDTH == 1 ? 8 : 4;
 #pragma unroll unroll
-                    for (index_t r = r0 + ty; r < r1; r += 8) {
+                    for (index_t r = r0 + ty; r < r1; r += ny) {
                         if constexpr (WIDTH == 4) R::template accumulate_cols4<index_t>(A, g, ob, r, s);
                         else R::template accumulate<index_t>(A, g, ob, r, s[0]);
                     }
                 }
             }
             if (stage == 2) {
-                for (int j = ty; j < splits; j += 8)
+                for (int j = ty; j < splits; j += ny)
                     for (int q = 0; q < WIDTH; ++q) R::merge(s[q], ws[(int64_t)(o + q) * splits + j]);
             }
         }
-        for (int q = 0; q < WIDTH; ++q) red[ty][WIDTH * tx + q] = s[q];
-        __syncthreads();
-        if (ty == 0) {
-            for (int q = 0; q < WIDTH; ++q) {
-                for (int j = 1; j < 8; ++j) R::merge(s[q], red[j][WIDTH * tx + q]);
-                red[0][WIDTH * tx + q] = s[q];
+        if constexpr (NY > 1) {  // (blockDim 32 x 8)
+            for (int q = 0; q < WIDTH; ++q) red[ty][WIDTH * tx + q] = s[q];
+            __syncthreads();
+            if (ty == 0) {
+                for (int q = 0; q < WIDTH; ++q) {
+                    for (int j = 1; j < ny; ++j) R::merge(s[q], red[j][WIDTH * tx + q]);
+                    red[0][WIDTH * tx + q] = s[q];
+                }
             }
+            __syncthreads();
+            for (int q = 0; q < WIDTH; ++q) s[q] = red[0][WIDTH * tx + q];
+            __syncthreads();
         }
-        __syncthreads();
-        for (int q = 0; q < WIDTH; ++q) s[q] = red[0][WIDTH * tx + q];
-        __syncthreads();
         if (!valid) continue;
         if (stage == 1) {
             if (ty == 0) for (int q = 0; q < WIDTH; ++q) ws[(int64_t)(o + q) * splits + split] = s[q];
@@ -722,33 +768,33 @@ __device__ __forceinline__ void reduce_cols_body(const typename R::args& A, cons
         if constexpr (R::HAS_FULL) {
             if constexpr (WIDTH == 4) {
 #pragma unroll 2
-                for (index_t r = r0 + ty; r < r1; r += 8) R::template full_cols4<index_t>(A, g, ob, r, rv);
+                for (index_t r = r0 + ty; r < r1; r += ny) R::template full_cols4<index_t>(A, g, ob, r, rv);
             } else {
 #pragma unroll 4
-                for (index_t r = r0 + ty; r < r1; r += 8) R::template full<index_t>(A, g, ob, r, rv[0]);
+                for (index_t r = r0 + ty; r < r1; r += ny) R::template full<index_t>(A, g, ob, r, rv[0]);
             }
         }
     }
 }
-template <class R, typename index_t, int WIDTH>
+template <class R, typename index_t, int WIDTH, int NY>
 __global__ void reduce_cols(typename R::args A, RGeom g, int splits, int stage, typename R::state* ws) {
-    reduce_cols_body<R, index_t, WIDTH>(A, g, splits, stage, ws);
+    reduce_cols_body<R, index_t, WIDTH, NY>(A, g, splits, stage, ws);
 }
 // A light reduction (R::LIGHT: one input, a small state, no full output) keeps 8 blocks per SM in the column
 // kernels with 32-bit indexing: 32 registers, no spill (H100: argmax over a middle dim 1.72 -> 1.49 ms, sum 1.52 ->
 // 1.49). Heavier ones spill there (softmax, Welford: 24-212 bytes), so they keep the compiler's choice. But the
 // scalar kernel of a one-field state (R::LIGHT 2) runs faster at 4 blocks and 64 registers, its loop keeping more
 // loads in flight (H100, sum over dim 1 of 128 x 4096 x 4095: 3.31 -> 3.07 ms; an arg-extreme's there 3.84 -> 5.34).
-template <class R, typename index_t, int WIDTH, int MIN_BLOCKS>
+template <class R, typename index_t, int WIDTH, int NY, int MIN_BLOCKS>
 __global__ void __launch_bounds__(256, MIN_BLOCKS)
 reduce_cols_light(typename R::args A, RGeom g, int splits, int stage, typename R::state* ws) {
-    reduce_cols_body<R, index_t, WIDTH>(A, g, splits, stage, ws);
+    reduce_cols_body<R, index_t, WIDTH, NY>(A, g, splits, stage, ws);
 }
-template <class R, typename index_t, int WIDTH>
+template <class R, typename index_t, int WIDTH, int NY = 8>
 inline auto reduce_cols_kernel() {
     constexpr int blocks = R::LIGHT == 0 ? 0 : (R::LIGHT == 2 && WIDTH == 1) ? 4 : sizeof(index_t) == 4 ? 8 : 4;
-    if constexpr (blocks == 0) return reduce_cols<R, index_t, WIDTH>;
-    else return reduce_cols_light<R, index_t, WIDTH, blocks>;
+    if constexpr (blocks == 0) return reduce_cols<R, index_t, WIDTH, NY>;
+    else return reduce_cols_light<R, index_t, WIDTH, NY, blocks>;
 }
 
 template <class R>
@@ -769,9 +815,10 @@ template <class R, typename index_t>
 void reduce_launch_t(const typename R::args& A, const RGeom& g, int sms, void* ws, cudaStream_t stream) {
     const RConfig c = reduce_config_of<R>(A, g, sms);
     typename R::state* states = static_cast<typename R::state*>(ws);
-    if (c.column) {  // (a block per tile: reduce_config)
-        const dim3 block(32, 8);
-        auto kernel = c.width == 4 ? reduce_cols_kernel<R, index_t, 4>() : reduce_cols_kernel<R, index_t, 1>();
+    if (c.column) {  // (a block per tile: reduce_config; c.group threads along the reduced range)
+        const dim3 block(256 / c.group, c.group);
+        auto kernel = c.width == 4 ? reduce_cols_kernel<R, index_t, 4>()
+                                   : c.group == 1 ? reduce_cols_kernel<R, index_t, 1, 1>() : reduce_cols_kernel<R, index_t, 1>();
         const unsigned blocks = c.blocks;
         if (c.splits == 1) {
             kernel<<<blocks, block, 0, stream>>>(A, g, 1, 0, states);
@@ -829,8 +876,8 @@ def reduce_drivers_cuda(light: bool, cached: bool) -> str:
     if not light:
         start = text.index("// A light reduction (R::LIGHT")
         end = text.index("template <class R>\nRConfig reduce_config_of")
-        text = (text[:start] + "template <class R, typename index_t, int WIDTH>\n"
-                "inline auto reduce_cols_kernel() { return reduce_cols<R, index_t, WIDTH>; }\n\n" + text[end:])
+        text = (text[:start] + "template <class R, typename index_t, int WIDTH, int NY = 8>\n"
+                "inline auto reduce_cols_kernel() { return reduce_cols<R, index_t, WIDTH, NY>; }\n\n" + text[end:])
     if not cached:
         start, end = text.index("    if constexpr (R::CACHED > 0) {"), text.index("    static int per_sm[17] = {};")
         text = text[:start] + text[end:]
@@ -2065,16 +2112,16 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
             lines.append(f"    at::Tensor f{j} = kf::alloc_like(t{self.column_view()}, S, opts);")
             lines.append(f"    views.push_back(f{j}{split});")
             outs.append(f"f{j}")
-        if k.row_outputs or k.index_outputs:
-            lines.append(f"    const std::vector<int64_t> rshape = kf::row_shape(S, dims, {keep});")
+        lines += [f"    const std::vector<int64_t> kept = kf::kept_order(views, view_dims, {self.column_view()});",
+                  f"    {n}_args A;", "    kf::RGeom g;", "    kf::reduce_geometry(views, view_dims, kept, g, A.v);"]
         for j, node in enumerate(k.row_outputs):
-            lines.append(f"    at::Tensor r{j} = kf::empty(rshape, opts);"
+            lines.append(f"    at::Tensor r{j} = kf::row_output(S, dims, {keep}, kept, opts);"
                          + ("  // the rows' values, summed below" if spec.total else ""))
         if spec.row_weight is not None:
-            lines.append("    at::Tensor weights = kf::empty(rshape, opts);  // each row's weight in the mean")
+            lines.append(f"    at::Tensor weights = kf::row_output(S, dims, {keep}, kept, opts);"
+                         "  // each row's weight in the mean")
         for j, node in enumerate(k.index_outputs):
-            lines.append(f"    at::Tensor i{j} = kf::empty(rshape, opts.dtype(at::kLong));")
-        lines += [f"    {n}_args A;", "    kf::RGeom g;", "    kf::reduce_geometry(views, view_dims, g, A.v);"]
+            lines.append(f"    at::Tensor i{j} = kf::row_output(S, dims, {keep}, kept, opts.dtype(at::kLong));")
         lines += [f"    A.rowout[{j}] = r{j}.data_ptr<float>();" for j in range(len(k.row_outputs))]
         if spec.row_weight is not None:
             lines.append(f"    A.rowout[{len(k.row_outputs)}] = weights.data_ptr<float>();")
