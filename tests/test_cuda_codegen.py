@@ -681,6 +681,30 @@ def test_what_a_tf32_convolution_reads_keeps_eager_s_calls(tmp_path, monkeypatch
     assert "aten.relu.default" in fused and "aten.avg_pool2d.default" in fused
 
 
+def test_before_a_tf32_convolution_a_bias_add_and_a_max_pool_fuse_keeping_eager_s_bits(tmp_path, monkeypatch):
+    """A convolution -> ReLU -> max pool -> TF32 convolution chain (AlexNet's): the first convolution's value must be
+    eager's to the bit, yet its bias still moves into the kernel after it (eager's cuDNN call adds it in a pass of
+    its own: one fp32 add, which the kernel repeats) and the max pool fuses (exact). A grouped convolution's bias,
+    which another backend may add inside its sum, stays with it."""
+    def chain(groups: int):
+        problem = tmp_path / f"chain{groups}.py"
+        problem.write_text(
+            "import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            f"        self.a = torch.nn.Conv2d(8, 16, 3, groups={groups})\n        self.b = torch.nn.Conv2d(16, 8, 3)\n"
+            "    def forward(self, x):\n"
+            "        return self.b(torch.nn.functional.max_pool2d(torch.relu(self.a(x)), 2))\n"
+            "def get_inputs():\n    return [torch.randn(2, 8, 21, 19)]\ndef get_init_inputs():\n    return []\n")
+        return optimize(problem, tmp_path / f"chain{groups}_new.py", "cuda")
+    monkeypatch.setattr("kfuse.kernels.eager_precision.convolution_runs_tf32", lambda node: True)
+    plain = chain(1)
+    assert plain.library_calls == ["aten.conv2d.default", "aten.conv2d.default"]
+    assert [k["fuses"] for k in plain.kernels][0] == [
+        "kfuse.bias_of_conv2d", "aten.relu.default", "aten.max_pool2d.default"]
+    grouped = chain(2)
+    assert "aten.max_pool2d.default" not in grouped.library_calls
+    assert [k["fuses"] for k in grouped.kernels][0] == ["aten.relu.default", "aten.max_pool2d.default"]
+
+
 def template_functions_with_local_statics(source: str) -> dict[str, bool]:
     """Each function template whose body holds a local `static` variable -> whether the template itself is static."""
     found = {}

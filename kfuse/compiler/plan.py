@@ -31,8 +31,8 @@ import torch
 
 from kfuse.kernels import attention, choices, conv, gemm, ops, recurrent, reduce, window
 from kfuse.kernels.eager_precision import channels_last_keeps_result, channels_last_slower, eager_bits_needed
-from kfuse.kernels.steps import (BIASED_CONVS, FUSABLE_DTYPES, FusedKernel, LibraryCall, Step, TupleItem, movable_bias,
-                                 mutates, short_name, tensor_meta, unique)
+from kfuse.kernels.steps import (BIASED_CONVS, FUSABLE_DTYPES, FusedKernel, LibraryCall, Step, TupleItem,
+                                 bias_add_is_eager_s, movable_bias, mutates, short_name, tensor_meta, unique)
 
 # Ops that run on a vendor library and return a fresh, contiguous tensor: their output may be overwritten.
 ANCHORS = {
@@ -217,8 +217,10 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
 
 
 def _move_conv_bias(kernel: FusedKernel, steps: list[Step]) -> None:
-    """A batched convolution feeding this kernel alone (in place) gives its bias to the kernel."""
-    call = _anchor_written(kernel, steps)
+    """A batched convolution feeding this kernel alone (in place) gives its bias to the kernel, also where its
+    value must be eager's to the bit (a TF32 call reads it) if the add is eager's own (bias_add_is_eager_s): the
+    kernel then holds exact ops only."""
+    call = _anchor_written(kernel, steps, bias_only=True)
     bias = movable_bias(call.node) if call is not None else None
     if bias is None:
         return
@@ -254,10 +256,13 @@ def add_convolution_epilogues(captured, target: str, precision: str) -> None:
         captured.outputs = [copy.name if name == node.name else name for name in captured.outputs]
 
 
-def _anchor_written(kernel: FusedKernel, steps: list[Step]) -> LibraryCall | None:
-    """The library call whose output this kernel overwrites in place (it reads nothing else of it)."""
+def _anchor_written(kernel: FusedKernel, steps: list[Step], bias_only: bool = False) -> LibraryCall | None:
+    """The library call whose output this kernel overwrites in place (it reads nothing else of it); one kept to
+    eager's bits only where just its bias moves and that keeps them (`bias_only`)."""
     call = next((s for s in steps if isinstance(s, LibraryCall) and s.node.name == kernel.write_into), None)
-    return None if call is None or call.eager_bits else call
+    if call is None or (call.eager_bits and not (bias_only and bias_add_is_eager_s(call.node))):
+        return None
+    return call
 
 
 # Channels-last where cuDNN runs it faster: measured on an H100 (scripts/gpu_conv_layout_survey.py,
@@ -440,12 +445,14 @@ def _kernel_name(kernel: FusedKernel) -> str:
 
 
 def _reusable_buffer(kernel: FusedKernel, steps: list[Step]) -> str | None:
-    """An input produced by an anchor, read only by this kernel, with the kernel's shape and dtype."""
+    """An input produced by an anchor, read only by this kernel (by any number of its ops: `x * tanh(softplus(x))`
+    reads each element once, before writing it), with the kernel's shape and dtype."""
     anchors = {s.node.name: s.node for s in steps if isinstance(s, LibraryCall) and s.anchor}
     out = tensor_meta(kernel.result)
+    inside = set(kernel.nodes)
     for name in kernel.inputs:
         node = anchors.get(name)
-        if node is None or len(node.users) != 1:
+        if node is None or not set(node.users) <= inside:
             continue
         val = tensor_meta(node)
         if val is not None and val.shape == out.shape and val.dtype == out.dtype:

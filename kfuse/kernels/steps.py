@@ -106,6 +106,20 @@ def movable_bias(node: torch.fx.Node) -> torch.fx.Node | None:
     return bias
 
 
+def bias_add_is_eager_s(node: torch.fx.Node) -> bool:
+    """Does moving this convolution's bias into the kernel after it keep eager's bits? Eager's cuDNN convolution adds
+    its bias in a pass of its own (at::_convolution: output.add_(bias)), one fp32 add that the kernel's `x + bias`
+    repeats exactly; a grouped or depthwise convolution may take another backend, which adds it inside its sum."""
+    if movable_bias(node) is None:
+        return False
+    groups = dict(zip((a.name for a in node.target._schema.arguments), boxed_arguments(node))).get("groups", 1)
+    return groups == 1
+
+
+# Windows whose value is exact (a max of the values read: no rounding), so a kfuse kernel gives eager's bits
+EXACT_WINDOWS = {"aten.max_pool1d.default", "aten.max_pool2d.default", "aten.max_pool3d.default"}
+
+
 def unique(name: str, seen: dict[str, int]) -> str:
     seen[name] = seen.get(name, 0) + 1
     return name if seen[name] == 1 else f"{name}_{seen[name]}"

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 import torch
 
 from kfuse.kernels import ops, printing
-from kfuse.kernels.steps import FusedKernel, LibraryCall, TupleItem, movable_bias, tensor_meta
+from kfuse.kernels.steps import (EXACT_WINDOWS, FusedKernel, LibraryCall, TupleItem, bias_add_is_eager_s, movable_bias,
+                                 tensor_meta)
 
 
 class Unsupported(Exception):
@@ -256,7 +257,9 @@ def fuse_windows(steps: list, nodes: list[torch.fx.Node], epochs: dict) -> list:
     """Replace pooling and scan library calls (with the pointwise steps around them) by WindowKernel steps."""
     _ORDER.clear()
     _ORDER.update({n: i for i, n in enumerate(nodes)})
-    for call in [s for s in steps if isinstance(s, LibraryCall) and not s.eager_bits]:
+    # (a call kept to eager's bits only where its window is exact: a max pool, whose kernel gives those bits)
+    for call in [s for s in steps if isinstance(s, LibraryCall)
+                 and (not s.eager_bits or str(s.node.target) in EXACT_WINDOWS)]:
         name = str(call.node.target)
         if name not in POOL_OPS and name not in SCAN_OPS:
             continue
@@ -400,7 +403,9 @@ def _prologue(source, inside: set, step_of: dict, epoch, epochs):
 def _biased_conv(source, inside: set, step_of: dict) -> LibraryCall | None:
     """A batched convolution with a bias whose output only this kernel reads: the kernel adds its bias."""
     call = step_of.get(source)
-    if not isinstance(call, LibraryCall) or call.channels_last or call.bias_moved or call.eager_bits:
+    if not isinstance(call, LibraryCall) or call.channels_last or call.bias_moved:
+        return None
+    if call.eager_bits and not bias_add_is_eager_s(call.node):
         return None
     if any(u not in inside for u in source.users) or movable_bias(call.node) is None:
         return None
