@@ -517,7 +517,9 @@ def _channels_last_kernel(kernel: FusedKernel) -> str:
     out like the result, or one per channel); strided ones, through their strides, in the GENERAL instantiation
     only. Why two: indexing an operand's stride array with a loop variable put the operand structs in local
     memory (per thread), and that traffic made the kernel 6x slower than its bytes (4.19 ms against a replica's
-    0.67 ms on suite/level2/1_Conv2d_ReLU_BiasAdd, H100: results/probes-NVIDIA-H100-80GB-HBM3-2026-11-22-s3.md)."""
+    0.67 ms on suite/level2/1_Conv2d_ReLU_BiasAdd, H100: results/probes-NVIDIA-H100-80GB-HBM3-2026-11-22-s3.md).
+    Positions not in fours keep the 32x32 tile: the 64x32 one with 16-byte reads and 4-byte writes made a transposed
+    convolution's 513 x 513 epilogue slower, its file 4.29 -> 5.97 ms (H200, results/devset-H200-2026-11-28-p)."""
     n = len(kernel.inputs)
     source = kernel.inputs.index(kernel.channels_last_input)
     operands = ", ".join(f"kf::Operand o{k}" for k in range(n))
@@ -544,14 +546,14 @@ def _channels_last_kernel(kernel: FusedKernel) -> str:
     loads = ", ".join("tile[threadIdx.x][i]" if k == source else f"v{k}" for k in range(n))
     args = ", ".join(f"o[{k}]" for k in range(n))
     general = " || ".join(f"o[{k}].step < 0" for k in others) or "false"
-    values4 = "".join(f"                    const float* p{k} = per_channel(o{k}) ? o{k}.data + c * o{k}.stride : nullptr;\n"
+    values4 = "".join(f"                const float* p{k} = per_channel(o{k}) ? o{k}.data + c * o{k}.stride : nullptr;\n"
                       for k in others)
 
     def lane(j: int) -> str:
-        at = f"at + {j}" if j else "at"
-        loads = ", ".join(f"t[{j}]" if k == source else f"(p{k} ? *p{k} : kf::load(o{k}, {at}))" for k in range(n))
+        loads = ", ".join(f"t[{j}]" if k == source else f"(p{k} ? *p{k} : kf::load(o{k}, at + {j}))"
+                          for k in range(n))
         return f"{kernel.name}_op({loads})"
-    results4 = ",\n".join(f"                        {lane(j)}" for j in range(4))
+    results4 = ",\n".join(f"                    {lane(j)}" for j in range(4))
     per_channel = ("    // one value per channel (a bias): read at c, without kf::load's two divisions per element\n"
                    "    auto per_channel = [&](const kf::Operand& o) "
                    "{ return o.step == 2 && o.inner == spatial && o.count == channels; };\n") if others else ""
@@ -579,11 +581,9 @@ __global__ void {kernel.name}_from_channels_last({operands}, kf::Shape shape, fl
     }}
 }}
 
-// The same with 16-byte reads (channels a multiple of 4, operands laid out like the result or per channel): 64
-// positions x 32 channels per block, written 16 bytes at a time where the positions come in fours (WRITE4), else a
-// warp's 32 neighbouring positions at a time (a transposed convolution's 513 x 513 outputs: the 32 x 32 scalar tile
-// ran at 1.7 TB/s on an H200).
-template <typename index_t, bool WRITE4>
+// The same with 16-byte accesses on both sides (channels and positions multiples of 4, operands laid out like the
+// result or per channel): 64 positions x 32 channels per block.
+template <typename index_t>
 __global__ void {kernel.name}_from_channels_last4({operands}, kf::Shape shape, float* __restrict__ out) {{
     __shared__ float tile[32][64 + 1];  // [channel][position]
     const int64_t channels = shape.sizes[1], spatial = shape.numel / (shape.sizes[0] * channels);
@@ -591,26 +591,14 @@ __global__ void {kernel.name}_from_channels_last4({operands}, kf::Shape shape, f
 {per_channel}    for (int64_t n = blockIdx.z; n < shape.sizes[0]; n += gridDim.z) {{
         kf::fill_tile4(tile, o{source}.data + n * spatial * channels, spatial, channels, s0, c0);
         __syncthreads();
-        if constexpr (WRITE4) {{
-            #pragma unroll
-            for (int i = threadIdx.x; i < 32 * 16; i += 256) {{  // 32 channels x 16 float4 of positions
-                const int64_t c = c0 + i / 16, s = s0 + 4 * (i % 16);
-                if (c < channels && s < spatial) {{
-                    const index_t at = ((index_t)n * (index_t)channels + (index_t)c) * (index_t)spatial + (index_t)s;
-                    const float* t = &tile[i / 16][4 * (i % 16)];
-{values4}                    *reinterpret_cast<float4*>(out + at) = make_float4(
+        #pragma unroll
+        for (int i = threadIdx.x; i < 32 * 16; i += 256) {{  // 32 channels x 16 float4 of positions
+            const int64_t c = c0 + i / 16, s = s0 + 4 * (i % 16);
+            if (c < channels && s < spatial) {{
+                const index_t at = ((index_t)n * (index_t)channels + (index_t)c) * (index_t)spatial + (index_t)s;
+                const float* t = &tile[i / 16][4 * (i % 16)];
+{values4}                *reinterpret_cast<float4*>(out + at) = make_float4(
 {results4});
-                }}
-            }}
-        }} else {{
-            #pragma unroll 4
-            for (int i = threadIdx.x; i < 32 * 64; i += 256) {{  // 32 channels x 64 positions
-                const int64_t c = c0 + i / 64, s = s0 + i % 64;
-                if (c < channels && s < spatial) {{
-                    const index_t at = ((index_t)n * (index_t)channels + (index_t)c) * (index_t)spatial + (index_t)s;
-                    const float* t = &tile[i / 64][i % 64];
-{values4}                    out[at] = {lane(0)};
-                }}
             }}
         }}
         __syncthreads();
@@ -622,14 +610,11 @@ void {kernel.name}_launch_from_channels_last(const kf::Operand* o, const kf::Sha
     const int64_t channels = shape.sizes[1], spatial = shape.numel / (shape.sizes[0] * channels);
     const bool general = {general};
     const bool aligned = reinterpret_cast<uintptr_t>(o[{source}].data) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
-    if (!general && aligned && channels % 4 == 0 && (channels + 31) / 32 <= 65535) {{
+    if (!general && aligned && channels % 4 == 0 && spatial % 4 == 0 && (channels + 31) / 32 <= 65535) {{
         const dim3 blocks((unsigned)((spatial + 63) / 64), (unsigned)((channels + 31) / 32),
                           (unsigned)std::min<int64_t>(shape.sizes[0], 65535));
-        const bool write4 = spatial % 4 == 0;
-        if (small_index && write4) {kernel.name}_from_channels_last4<int32_t, true><<<blocks, 256, 0, stream>>>({args}, shape, out);
-        else if (small_index) {kernel.name}_from_channels_last4<int32_t, false><<<blocks, 256, 0, stream>>>({args}, shape, out);
-        else if (write4) {kernel.name}_from_channels_last4<int64_t, true><<<blocks, 256, 0, stream>>>({args}, shape, out);
-        else {kernel.name}_from_channels_last4<int64_t, false><<<blocks, 256, 0, stream>>>({args}, shape, out);
+        if (small_index) {kernel.name}_from_channels_last4<int32_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
+        else {kernel.name}_from_channels_last4<int64_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
         return;
     }}
     const dim3 threads(32, 8);

@@ -480,17 +480,19 @@ struct RConfig { bool column; int width; int group; int splits; unsigned blocks;
 // 4 neighbouring rows a float4 at a time; `group` 8 threads along the reduced range, or 1 in 256 x 1 blocks); else `group` threads per row (4-16 lanes of a warp for rows of up to 64,
 // a float4 each; a warp for short rows and for rows up to 2048 when there are enough of them to fill the GPU; the
 // whole block for long ones). Few rows and long reductions split the reduced range.
-inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms) {
+inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms, bool thin_ok = false) {
     RConfig c;
     c.column = column;
     c.width = width;
     c.splits = 1;
     const int64_t target = (int64_t)sms * 4;  // blocks wanted in flight
     if (column) {
-        // short reductions over enough rows to fill the GPU a thread per row (256 x 1 blocks): the 32 x 8 blocks'
-        // merge through shared memory and three barriers per tile cost more than the reading (H200, logsumexp over
-        // 16 channels of a 1 GB NCDHW tensor: 2.15 ms, torch.compile's kernel 0.34)
-        c.group = g.rlen <= 128 && g.rows >= (int64_t)sms * 1024 ? 1 : 8;
+        // short reductions with no full-shape output (thin_ok) over enough rows to fill the GPU: a thread per row
+        // (256 x 1 blocks), where the 32 x 8 blocks' merge through shared memory and three barriers per tile cost
+        // more than the reading (H200, results/devset-H200-2026-11-28-p: logsumexp over 16 channels of a 1 GB NCDHW
+        // tensor 5.27 -> 3.92 ms for the file; a mean over a channels-last depth of 32 10.6 -> 5.7). A softmax or
+        // RMS norm over 64 channels, which read their column twice, ran slower so (1.25 -> 1.42, 4.9 -> 7.9 ms).
+        c.group = thin_ok && g.rlen <= 128 && g.rows >= (int64_t)sms * 1024 ? 1 : 8;
         if (c.group == 1) c.width = width = 1;  // (scalar loads, a warp's 32 neighbouring rows: 128 bytes)
         const int64_t tiles = (g.rows + 256 / c.group * width - 1) / (256 / c.group * width);
         if (tiles < target && g.rlen >= 2048) c.splits = (int)std::max<int64_t>(1, std::min<int64_t>((target + tiles - 1) / tiles, g.rlen / 512));
@@ -511,10 +513,10 @@ inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms) {
         c.group = g.rlen <= 2048 ? 128 : (g.rlen <= 16384 ? 256 : 512);
         c.threads = c.group;
         // split until each block of the grid has eight units (H100: Frobenius norm over 2^29 floats in 4224 slices
-        // of 512 KB rather than 528 of 4 MB, 2.72 -> 2.38 ms; batch norm over 64 channels 3.47 -> 2.80), also
-        // where the rows alone would leave a last wave part empty (H200: group norm's 896 rows of 8.4M floats in
-        // 1.7 waves of 512-thread blocks took 6.9 ms, torch.compile's two kernels 5.3)
-        if (g.rows < 8 * target && g.rlen >= (int64_t)16 * c.group)
+        // of 512 KB rather than 528 of 4 MB, 2.72 -> 2.38 ms; batch norm over 64 channels 3.47 -> 2.80). (Splitting
+        // up to 8 * target rows did not help a group norm of 896 rows of 8.4M floats, 7.14 -> 7.17 ms, and cost
+        // another 6%: H200, results/devset-H200-2026-11-28-p.)
+        if (g.rows < target && g.rlen >= (int64_t)16 * c.group)
             c.splits = (int)std::max<int64_t>(1, std::min<int64_t>((8 * target + g.rows - 1) / g.rows, g.rlen / (8 * c.group)));
         c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>(g.rows * c.splits, (int64_t)sms * (2048 / c.group)));
     }
@@ -802,7 +804,7 @@ RConfig reduce_config_of(const typename R::args& A, const RGeom& g, int sms) {
     const int v = R::COLUMN_VIEW;
     const bool column = g.rnd > 0 && g.ond > 0 && A.v[v].rs[g.rnd - 1] != 1 && A.v[v].os[g.ond - 1] == 1;
     const bool four = column && g.osz[g.ond - 1] % 4 == 0 && R::cols4_ok(A, g);
-    return reduce_config(g, column, four ? 4 : 1, sms);
+    return reduce_config(g, column, four ? 4 : 1, sms, !R::HAS_FULL);
 }
 
 template <class R>
