@@ -704,6 +704,25 @@ def test_before_a_tf32_convolution_a_bias_add_and_a_max_pool_fuse_keeping_eager_
     assert [k["fuses"] for k in grouped.kernels][0] == ["aten.relu.default", "aten.max_pool2d.default"]
 
 
+def test_a_bare_convolution_kept_on_the_library_gets_a_copy_to_be_a_file(tmp_path):
+    """A file of one bare convolution takes kfuse's kernel by the frozen rule (else it would hold no kernel); with
+    `conv_kernels=library` (the speed search's alternative for a file slower than eager) cuDNN keeps it and a copy
+    after it is the file's kernel: a grouped ConvTranspose3d ran 0.45x eager on kfuse's."""
+    from kfuse.kernels import choices
+    problem = tmp_path / "bare.py"
+    problem.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = torch.nn.ConvTranspose3d(8, 16, 3, stride=2, groups=4, bias=False)\n"
+        "    def forward(self, x):\n        return self.conv(x)\n"
+        "def get_inputs():\n    return [torch.randn(2, 8, 5, 6, 7)]\ndef get_init_inputs():\n    return []\n")
+    rule = optimize(problem, tmp_path / "bare_rule.py", "cuda")
+    assert rule.library_calls == [] and [k["fuses"] for k in rule.kernels] == [["aten.conv_transpose3d.input"]]
+    with choices.using(choices.Choices(conv_kernels="library")):
+        kept = optimize(problem, tmp_path / "bare_library.py", "cuda")
+    assert kept.library_calls == ["aten.conv_transpose3d.input"]
+    assert [k["fuses"] for k in kept.kernels] == [["aten.clone.default"]]
+
+
 def template_functions_with_local_statics(source: str) -> dict[str, bool]:
     """Each function template whose body holds a local `static` variable -> whether the template itself is static."""
     found = {}

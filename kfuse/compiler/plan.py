@@ -237,7 +237,10 @@ def add_convolution_epilogues(captured, target: str, precision: str) -> None:
     adding the bias (cuDNN adds it in a pass of its own: the copy costs nothing more), or writing a channels-last
     result back in the caller's layout (cuDNN's channels-last kernels are the fast ones: _runs_channels_last).
     Without either, the copy would be pure overhead: such a file may get kfuse's own convolution kernels
-    (kfuse.kernels.conv._kernels_on_cuda). Updates captured.graph and captured.outputs."""
+    (kfuse.kernels.conv._kernels_on_cuda), unless the choice keeps every convolution on the library
+    (`--choice conv_kernels=library`, which the speed search tries for a file slower than eager): then the copy is
+    the file's one kernel, a pass over the output beside cuDNN's call (a grouped ConvTranspose3d ran 0.45x eager on
+    kfuse's kernel, H200, results/devset-H200-2026-11-28-p). Updates captured.graph and captured.outputs."""
     if target != "cuda":
         return
     output = next(n for n in captured.graph.nodes if n.op == "output")
@@ -247,7 +250,8 @@ def add_convolution_epilogues(captured, target: str, precision: str) -> None:
         out = tensor_meta(node)
         if out is None or out.dtype not in FUSABLE_DTYPES:
             continue
-        if movable_bias(node) is None and not _runs_channels_last(node, precision):
+        if (movable_bias(node) is None and not _runs_channels_last(node, precision)
+                and choices.current().conv_kernels != "library"):
             continue
         with captured.graph.inserting_after(node):
             copy = captured.graph.call_function(torch.ops.aten.clone.default, (node,))
