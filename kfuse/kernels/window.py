@@ -824,19 +824,22 @@ class _Printer:
                 lines.append(f"    const index_t s{j} = {o[j]} * {spec.stride[j]} - {spec.padding[j]};")
             pad = "    "
             for j in range(nd):
+                lines.append(f"{pad}#pragma unroll")
                 lines.append(f"{pad}for (int k{j} = 0; k{j} < {spec.kernel[j]}; ++k{j}) {{")
                 pad += "    "
                 lines.append(f"{pad}const index_t {c[j]} = s{j} + k{j} * {spec.dilation[j]};")
-                lines.append(f"{pad}if ({c[j]} < 0 || {c[j]} >= (index_t)A.in[{j}]) continue;")
+                inside = f"{c[j]} >= 0 && {c[j]} < (index_t)A.in[{j}]"
+                lines.append(f"{pad}const bool in{j} = {'in' + str(j - 1) + ' && ' if j else ''}{inside};")
             flat = c[0]
             for j in range(1, nd):
                 flat = f"({flat}) * A.in[{j}] + {c[j]}"
-            lines.append(f"{pad}const float v = {n}_source<index_t>(A, base{src_args});")
+            clamped = "".join(f", in{nd - 1} ? {x} : 0" for x in c)
+            lines.append(f"{pad}const float v = {n}_source<index_t>(A, base{clamped});  // (read in bounds)")
             if with_index:
-                lines.append(f"{pad}if (at < 0 || v > m || v != v) {{ m = v; at = (int64_t){flat}; }}  "
-                             f"// NaN wins, as in PyTorch")
+                lines.append(f"{pad}if (in{nd - 1} && (at < 0 || v > m || v != v)) {{ m = v; at = (int64_t){flat}; }}"
+                             f"  // NaN wins, as in PyTorch")
             else:
-                lines.append(f"{pad}if (v > m || v != v) m = v;  // NaN wins, as in PyTorch")
+                lines.append(f"{pad}if (in{nd - 1} && (v > m || v != v)) m = v;  // NaN wins, as in PyTorch")
             for j in reversed(range(nd)):
                 pad = pad[:-4]
                 lines.append(f"{pad}}}")
@@ -851,6 +854,7 @@ class _Printer:
                                  f"{spec.padding[j]} ? s{j} + {spec.kernel[j]} : (index_t)A.in[{j}] + "
                                  f"{spec.padding[j]};")
                     lines.append(f"    pool *= (int64_t)(e{j} - s{j});")
+                    lines.append(f"    const index_t w{j} = s{j};  // the window's start, padding included")
                     lines.append(f"    s{j} = s{j} > 0 ? s{j} : 0;")
                     lines.append(f"    e{j} = e{j} < (index_t)A.in[{j}] ? e{j} : (index_t)A.in[{j}];")
                     lines.append(f"    count *= (int64_t)(e{j} - s{j});")
@@ -860,10 +864,25 @@ class _Printer:
                     lines.append(f"    const index_t e{j} = (index_t)((((int64_t){o[j]} + 1) * A.in[{j}] + "
                                  f"A.out[{j}] - 1) / A.out[{j}]);")
             pad = "    "
-            for j in range(nd):
-                lines.append(f"{pad}for (index_t {c[j]} = s{j}; {c[j]} < e{j}; ++{c[j]}) {{")
-                pad += "    "
-            lines.append(f"{pad}sum += {n}_source<index_t>(A, base{src_args});")
+            if spec.kind == "avg":
+                # the whole window walked at compile-time offsets, each read at a coordinate clamped into the input
+                # and +0.0 added for those outside it (the same sum: in order, from +0.0): straight-line loads,
+                # all in flight at once, where a loop over the clipped extent read one element at a time
+                for j in range(nd):
+                    lines.append(f"{pad}#pragma unroll")
+                    lines.append(f"{pad}for (int k{j} = 0; k{j} < {spec.kernel[j]}; ++k{j}) {{")
+                    pad += "    "
+                    lines.append(f"{pad}const index_t {c[j]} = w{j} + k{j};")
+                    inside = f"{c[j]} >= s{j} && {c[j]} < e{j}"
+                    lines.append(f"{pad}const bool in{j} = {'in' + str(j - 1) + ' && ' if j else ''}{inside};")
+                clamped = "".join(f", in{nd - 1} ? {x} : 0" for x in c)
+                lines.append(f"{pad}const float v = {n}_source<index_t>(A, base{clamped});  // (read in bounds)")
+                lines.append(f"{pad}sum += in{nd - 1} ? v : 0.0f;")
+            else:
+                for j in range(nd):
+                    lines.append(f"{pad}for (index_t {c[j]} = s{j}; {c[j]} < e{j}; ++{c[j]}) {{")
+                    pad += "    "
+                lines.append(f"{pad}sum += {n}_source<index_t>(A, base{src_args});")
             for j in reversed(range(nd)):
                 pad = pad[:-4]
                 lines.append(f"{pad}}}")
