@@ -286,6 +286,12 @@ void reduced_offsets(const RView* v, const RGeom& g, index_t r, index_t* e) {
         ((e[V] = r * (index_t)v[V].rs[0]), ...);
         return;
     }
+    if (g.rnd == 2) {  // (batch x spatial, a norm's common case: straight-line code, no loop over the dims)
+        const index_t q = div_by(r, g.rdiv[1]);
+        const index_t c = r - q * (index_t)g.rsz[1];
+        ((e[V] = q * (index_t)v[V].rs[0] + c * (index_t)v[V].rs[1]), ...);
+        return;
+    }
     ((e[V] = 0), ...);
     index_t rest = r;
     for (int d = g.rnd - 1; d > 0; --d) {
@@ -819,8 +825,10 @@ void reduce_launch_t(const typename R::args& A, const RGeom& g, int sms, void* w
     typename R::state* states = static_cast<typename R::state*>(ws);
     if (c.column) {  // (a block per tile: reduce_config; c.group threads along the reduced range)
         const dim3 block(256 / c.group, c.group);
-        auto kernel = c.width == 4 ? reduce_cols_kernel<R, index_t, 4>()
-                                   : c.group == 1 ? reduce_cols_kernel<R, index_t, 1, 1>() : reduce_cols_kernel<R, index_t, 1>();
+        auto kernel = c.width == 4 ? reduce_cols_kernel<R, index_t, 4>() : reduce_cols_kernel<R, index_t, 1>();
+        if constexpr (!R::HAS_FULL) {  // (the only ones reduce_config gives 256 x 1 blocks)
+            if (c.group == 1) kernel = reduce_cols_kernel<R, index_t, 1, 1>();
+        }
         const unsigned blocks = c.blocks;
         if (c.splits == 1) {
             kernel<<<blocks, block, 0, stream>>>(A, g, 1, 0, states);
