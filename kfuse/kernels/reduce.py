@@ -634,6 +634,47 @@ __device__ __forceinline__ typename R::state reduce_group(typename R::state s, i
     return s;
 }
 
+// A thread's float4 groups [r, tail), `step` apart, folded into `part`: the next group's loads are issued before
+// this one is folded in, so two are in flight whatever the fold costs (a Welford step's division, its slow path a
+// call, sat between any two loads of the unrolled loop before: one load in flight per thread, two 512-thread blocks
+// per SM at 56 registers, about half the bytes in flight an H100's bandwidth needs).
+template <class R, typename index_t, class Slot>
+__device__ __forceinline__ void accumulate_groups(const typename R::args& A, const RGeom& g, const index_t* ob,
+                                                  index_t r, index_t tail, index_t step, typename R::state* part,
+                                                  Slot slot, index_t stride) {
+    if (r >= tail) return;
+    auto q = R::template load4<index_t>(A, g, ob, r);
+    while (true) {
+        const index_t next = r + step;
+        const bool more = next < tail;
+        decltype(q) ahead;
+        if (more) ahead = R::template load4<index_t>(A, g, ob, next);
+        R::template accumulate4<index_t>(q, r, part, slot(r), stride);
+        if (!more) return;
+        q = ahead;
+        r = next;
+    }
+}
+// The full phase's float4 groups the same way: the next group read before this one is written (the kernel's full
+// outputs are fresh tensors, never a view it reads).
+template <class R, typename index_t, class Slot>
+__device__ __forceinline__ void full_groups(const typename R::args& A, const RGeom& g, const index_t* ob, index_t r,
+                                            index_t tail, index_t step, const typename R::row& rv, Slot slot,
+                                            index_t stride) {
+    if (r >= tail) return;
+    auto q = R::template full_load4<index_t>(A, g, ob, r, slot(r), stride);
+    while (true) {
+        const index_t next = r + step;
+        const bool more = next < tail;
+        decltype(q) ahead;
+        if (more) ahead = R::template full_load4<index_t>(A, g, ob, next, slot(next), stride);
+        R::template full4<index_t>(A, ob, q, rv);
+        if (!more) return;
+        q = ahead;
+        r = next;
+    }
+}
+
 // A group of threads per row (stage 0: everything; 1: partial states of one slice into ws; 2: merge the row's
 // partial states, then write the slice).
 // CACHED: each thread keeps the float4s of the views the full phase reads again (R::CACHED of them) in shared
@@ -673,14 +714,10 @@ __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, 
                 for (index_t r = r0 + lane; r < v0; r += group) R::template accumulate<index_t>(A, g, ob, r, s);
                 if constexpr (R::PARTIALS) {  // four independent chains, merged in order
                     state part[4] = {R::init(), R::init(), R::init(), R::init()};
-#pragma unroll 4
-                    for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group)
-                        R::template accumulate4<index_t>(A, g, ob, r, part, slot(r), stride);
+                    accumulate_groups<R>(A, g, ob, v0 + 4 * lane, tail, (index_t)(4 * group), part, slot, stride);
                     for (int j = 0; j < 4; ++j) R::merge(s, part[j]);
                 } else {
-#pragma unroll 4
-                    for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group)
-                        R::template accumulate4<index_t>(A, g, ob, r, &s, slot(r), stride);
+                    accumulate_groups<R>(A, g, ob, v0 + 4 * lane, tail, (index_t)(4 * group), &s, slot, stride);
                 }
                 for (index_t r = tail + lane; r < r1; r += group) R::template accumulate<index_t>(A, g, ob, r, s);
             }
@@ -695,8 +732,7 @@ __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, 
         if (live && split == 0 && lane == 0) R::template write_row<index_t>(A, s, rv, o, ob);
         if constexpr (R::HAS_FULL) {
             for (index_t r = r0 + lane; r < v0; r += group) R::template full<index_t>(A, g, ob, r, rv);
-            for (index_t r = v0 + 4 * lane; r < tail; r += 4 * group)
-                R::template full4<index_t>(A, g, ob, r, rv, slot(r), stride);
+            full_groups<R>(A, g, ob, v0 + 4 * lane, tail, (index_t)(4 * group), rv, slot, stride);
             for (index_t r = tail + lane; r < r1; r += group) R::template full<index_t>(A, g, ob, r, rv);
         }
     }
@@ -1880,7 +1916,15 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
 {checks}    return head == -2 ? 0 : head;
 }}
 """]
-        loads = "".join(f"    const float4 q{i} = kfr_load4(A.v[{i}], g, ob[{i}] + e[{i}]);\n" for i in self.acc_views)
+        fields = "".join(f" float4 q{i};" for i in self.acc_views)
+        out.append(f"// one group's float4s, loaded ahead of their use (kf::accumulate_groups)\n"
+                   f"struct {n}_quad {{{fields} }};\n"
+                   f"template <typename index_t>\n__device__ __forceinline__ {n}_quad {n}_load4(const {n}_args& A, "
+                   f"const kf::RGeom& g, const index_t* ob, index_t r) {{\n"
+                   f"{self._elem_offsets(self.acc_views)}    {n}_quad Q;\n"
+                   + "".join(f"    Q.q{i} = kfr_load4(A.v[{i}], g, ob[{i}] + e[{i}]);\n" for i in self.acc_views)
+                   + "    return Q;\n}\n")
+        loads = "".join(f"    const float4 q{i} = Q.q{i};\n" for i in self.acc_views)
         if self.cached:
             stores = " ".join(f"{_slot(j)} = q{i};" for j, i in enumerate(self.cached))
             loads += f"    if (cache != nullptr) {{ {stores} }}\n"
@@ -1903,37 +1947,54 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
             calls = f"    const float {values};\n    {n}_state& s = *part;\n    {self.red.update4}\n"
             what = "the four values folded into one state at once"
         out.append(f"// {what}\n"
-                   f"template <typename index_t>\n__device__ __forceinline__ void {n}_accumulate4(const {n}_args& A, "
-                   f"const kf::RGeom& g, const index_t* ob, index_t r, {n}_state* part, float4* cache, "
-                   f"index_t stride) {{\n"
-                   f"    (void)cache; (void)stride;\n{self._elem_offsets(self.acc_views)}{loads}{calls}}}\n")
+                   f"template <typename index_t>\n__device__ __forceinline__ void {n}_accumulate4(const {n}_quad& Q, "
+                   f"index_t r, {n}_state* part, float4* cache, index_t stride) {{\n"
+                   f"    (void)r; (void)cache; (void)stride;\n{loads}{calls}}}\n")
         if k.full_outputs:
-            out.append(self._full_float4(f"{n}_full4", f"const {n}_row& rv", lambda j: "rv", "kfr_load4",
-                                         cached=True))
+            out.append(self._full_rows4())
         return "".join(out)
 
-    def _full_float4(self, name: str, rv_param: str, rv_of_lane, load: str, cached=False) -> str:
-        """The full phase for four neighbouring elements: a float4 load per view (`load`; from the row cache where
-        `cached` and the launch holds one), the full body per lane with that lane's row values (`rv_of_lane(j)`), a
-        float4 store per full output."""
+    def _full_rows4(self) -> str:
+        """The rows kernel's full phase for four neighbouring elements, in two steps (kf::full_groups issues the
+        next group's loads before this group's stores): the float4 of each view read (from the row cache where the
+        launch holds one) with the outputs' offsets, then the full body per lane and a float4 store per output."""
         n, nf = self.n, len(self.k.full_outputs)
         outs = list(range(self.nop, self.nviews))
-        slot = {i: j for j, i in enumerate(self.cached)} if cached else {}
+        slot = {i: j for j, i in enumerate(self.cached)}
 
         def one(i):
-            read = f"{load}(A.v[{i}], g, ob[{i}] + e[{i}])"
+            read = f"kfr_load4(A.v[{i}], g, ob[{i}] + e[{i}])"
             return f"cache != nullptr ? {_slot(slot[i])} : {read}" if i in slot else read
-        loads = "".join(f"    const float4 q{i} = {one(i)};\n" for i in self.full_views)
-        cache = ", const float4* cache, index_t stride" if cached else ""
-        unused = "    (void)cache; (void)stride;\n" if cached else ""
-        calls = "".join(f"    {n}_full_body({rv_of_lane(j)}, y{c}{''.join(f', q{i}.{c}' for i in self.full_views)});\n"
+        fields = "".join(f" float4 q{i};" for i in self.full_views) + "".join(f" index_t e{i};" for i in outs)
+        loads = "".join(f"    Q.q{i} = {one(i)};\n" for i in self.full_views)
+        loads += "".join(f"    Q.e{i} = e[{i}];\n" for i in outs)
+        calls = "".join(f"    {n}_full_body(rv, y{c}{''.join(f', Q.q{i}.{c}' for i in self.full_views)});\n"
+                        for c in "xyzw")
+        stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{i}].data + ob[{i}] + Q.e{i}) = "
+                         f"make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n" for j, i in enumerate(outs))
+        return (f"template <typename index_t>\nstruct {n}_full_quad {{{fields} }};\n"
+                f"template <typename index_t>\n__device__ __forceinline__ {n}_full_quad<index_t> {n}_full_load4("
+                f"const {n}_args& A, const kf::RGeom& g, const index_t* ob, index_t r, const float4* cache, "
+                f"index_t stride) {{\n    (void)cache; (void)stride;\n"
+                f"{self._elem_offsets(self.full_views + outs)}    {n}_full_quad<index_t> Q;\n{loads}    return Q;\n}}\n"
+                f"template <typename index_t>\n__device__ __forceinline__ void {n}_full4(const {n}_args& A, "
+                f"const index_t* ob, const {n}_full_quad<index_t>& Q, const {n}_row& rv) {{\n"
+                f"    float yx[{nf}], yy[{nf}], yz[{nf}], yw[{nf}];\n{calls}{stores}}}\n")
+
+    def _full_cols4(self) -> str:
+        """The column kernel's full phase for four neighbouring rows: a float4 load per view, the full body per lane
+        with that row's values, a float4 store per full output."""
+        n, nf = self.n, len(self.k.full_outputs)
+        outs = list(range(self.nop, self.nviews))
+        loads = "".join(f"    const float4 q{i} = kfr_load_cols4(A.v[{i}], g, ob[{i}] + e[{i}]);\n"
+                        for i in self.full_views)
+        calls = "".join(f"    {n}_full_body(rv[{j}], y{c}{''.join(f', q{i}.{c}' for i in self.full_views)});\n"
                         for j, c in enumerate("xyzw"))
-        stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{self.nop + j}].data + ob[{self.nop + j}] + "
-                         f"e[{self.nop + j}]) = make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n"
-                         for j in range(nf))
-        return (f"template <typename index_t>\n__device__ __forceinline__ void {name}(const {n}_args& A, "
-                f"const kf::RGeom& g, const index_t* ob, index_t r, {rv_param}{cache}) {{\n"
-                f"{unused}{self._elem_offsets(self.full_views + outs)}"
+        stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{i}].data + ob[{i}] + e[{i}]) = "
+                         f"make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n" for j, i in enumerate(outs))
+        return (f"template <typename index_t>\n__device__ __forceinline__ void {n}_full_cols4(const {n}_args& A, "
+                f"const kf::RGeom& g, const index_t* ob, index_t r, const {n}_row* rv) {{\n"
+                f"{self._elem_offsets(self.full_views + outs)}"
                 f"    float yx[{nf}], yy[{nf}], yz[{nf}], yw[{nf}];\n{loads}{calls}{stores}}}\n")
 
     def cols4(self) -> str:
@@ -1947,8 +2008,7 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
                f"const kf::RGeom& g, const index_t* ob, index_t r, {n}_state* s) {{\n"
                f"{self._elem_offsets(self.acc_views)}{loads}{calls}}}\n"]
         if k.full_outputs:
-            out.append(self._full_float4(f"{n}_full_cols4", f"const {n}_row* rv", lambda j: f"rv[{j}]",
-                                         "kfr_load_cols4"))
+            out.append(self._full_cols4())
         return "".join(out)
 
     def cols4_views(self) -> list[int]:
