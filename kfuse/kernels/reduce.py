@@ -771,10 +771,30 @@ __device__ __forceinline__ void reduce_cols_body(const typename R::args& A, cons
                     // a light kernel's scalar loop 8 rows deep: more loads in flight (H200, mean over dim 1 of
                     // 128 x 4096 x 4095: 2.62 -> 2.11 ms, eager 2.11; its float4 loop spills at 8)
                     constexpr int unroll = R::LIGHT != 0 && WIDTH == 1 ? 8 : 4;
+                    if constexpr (WIDTH == 4 && R::LIGHT == 0) {
+                        // the next step's loads issued before this one is folded in (accumulate_groups); a light
+                        // kernel keeps its unrolled loop, held to 32 registers, its blocks enough in flight
+                        index_t r = r0 + ty;
+                        if (r < r1) {
+                            auto q = R::template load_cols4<index_t>(A, g, ob, r);
+                            while (true) {
+                                const index_t next = r + ny;
+                                const bool more = next < r1;
+                                decltype(q) ahead;
+                                if (more) ahead = R::template load_cols4<index_t>(A, g, ob, next);
+                                R::template accumulate_cols4<index_t>(q, r, s);
+                                if (!more) break;
+                                q = ahead;
+                                r = next;
+                            }
+                        }
+                    } else {
 #pragma unroll unroll
-                    for (index_t r = r0 + ty; r < r1; r += ny) {
-                        if constexpr (WIDTH == 4) R::template accumulate_cols4<index_t>(A, g, ob, r, s);
-                        else R::template accumulate<index_t>(A, g, ob, r, s[0]);
+                        for (index_t r = r0 + ty; r < r1; r += ny) {
+                            if constexpr (WIDTH == 4)
+                                R::template accumulate_cols4<index_t>(R::template load_cols4<index_t>(A, g, ob, r), r, s);
+                            else R::template accumulate<index_t>(A, g, ob, r, s[0]);
+                        }
                     }
                 }
             }
@@ -810,9 +830,21 @@ __device__ __forceinline__ void reduce_cols_body(const typename R::args& A, cons
             if (split == 0 && ty == 0) R::template write_row<index_t>(A, s[q], rv[q], o + q, obq);
         }
         if constexpr (R::HAS_FULL) {
-            if constexpr (WIDTH == 4) {
-#pragma unroll 2
-                for (index_t r = r0 + ty; r < r1; r += ny) R::template full_cols4<index_t>(A, g, ob, r, rv);
+            if constexpr (WIDTH == 4) {  // (pipelined like full_groups)
+                index_t r = r0 + ty;
+                if (r < r1) {
+                    auto q = R::template full_load_cols4<index_t>(A, g, ob, r);
+                    while (true) {
+                        const index_t next = r + ny;
+                        const bool more = next < r1;
+                        decltype(q) ahead;
+                        if (more) ahead = R::template full_load_cols4<index_t>(A, g, ob, next);
+                        R::template full_cols4<index_t>(A, ob, q, rv);
+                        if (!more) break;
+                        q = ahead;
+                        r = next;
+                    }
+                }
             } else {
 #pragma unroll 4
                 for (index_t r = r0 + ty; r < r1; r += ny) R::template full<index_t>(A, g, ob, r, rv[0]);
@@ -1982,31 +2014,42 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
                 f"    float yx[{nf}], yy[{nf}], yz[{nf}], yw[{nf}];\n{calls}{stores}}}\n")
 
     def _full_cols4(self) -> str:
-        """The column kernel's full phase for four neighbouring rows: a float4 load per view, the full body per lane
-        with that row's values, a float4 store per full output."""
+        """The column kernel's full phase for four neighbouring rows, in two steps like the rows kernel's
+        (_full_rows4): a float4 load per view with the outputs' offsets, then the full body per lane with that row's
+        values and a float4 store per full output."""
         n, nf = self.n, len(self.k.full_outputs)
         outs = list(range(self.nop, self.nviews))
-        loads = "".join(f"    const float4 q{i} = kfr_load_cols4(A.v[{i}], g, ob[{i}] + e[{i}]);\n"
-                        for i in self.full_views)
-        calls = "".join(f"    {n}_full_body(rv[{j}], y{c}{''.join(f', q{i}.{c}' for i in self.full_views)});\n"
+        fields = "".join(f" float4 q{i};" for i in self.full_views) + "".join(f" index_t e{i};" for i in outs)
+        loads = "".join(f"    Q.q{i} = kfr_load_cols4(A.v[{i}], g, ob[{i}] + e[{i}]);\n" for i in self.full_views)
+        loads += "".join(f"    Q.e{i} = e[{i}];\n" for i in outs)
+        calls = "".join(f"    {n}_full_body(rv[{j}], y{c}{''.join(f', Q.q{i}.{c}' for i in self.full_views)});\n"
                         for j, c in enumerate("xyzw"))
-        stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{i}].data + ob[{i}] + e[{i}]) = "
+        stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{i}].data + ob[{i}] + Q.e{i}) = "
                          f"make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n" for j, i in enumerate(outs))
-        return (f"template <typename index_t>\n__device__ __forceinline__ void {n}_full_cols4(const {n}_args& A, "
-                f"const kf::RGeom& g, const index_t* ob, index_t r, const {n}_row* rv) {{\n"
-                f"{self._elem_offsets(self.full_views + outs)}"
-                f"    float yx[{nf}], yy[{nf}], yz[{nf}], yw[{nf}];\n{loads}{calls}{stores}}}\n")
+        return (f"template <typename index_t>\nstruct {n}_full_cols_quad {{{fields} }};\n"
+                f"template <typename index_t>\n__device__ __forceinline__ {n}_full_cols_quad<index_t> "
+                f"{n}_full_load_cols4(const {n}_args& A, const kf::RGeom& g, const index_t* ob, index_t r) {{\n"
+                f"{self._elem_offsets(self.full_views + outs)}    {n}_full_cols_quad<index_t> Q;\n{loads}"
+                f"    return Q;\n}}\n"
+                f"template <typename index_t>\n__device__ __forceinline__ void {n}_full_cols4(const {n}_args& A, "
+                f"const index_t* ob, const {n}_full_cols_quad<index_t>& Q, const {n}_row* rv) {{\n"
+                f"    float yx[{nf}], yy[{nf}], yz[{nf}], yw[{nf}];\n{calls}{stores}}}\n")
 
     def cols4(self) -> str:
         """CUDA, column mapping: four neighbouring rows per thread, one float4 per view along the contiguous kept
         dim (a warp reads 512 bytes per load, and a thread carries four independent states)."""
         n, k = self.n, self.k
-        loads = "".join(f"    const float4 q{i} = kfr_load_cols4(A.v[{i}], g, ob[{i}] + e[{i}]);\n" for i in self.acc_views)
-        calls = "".join(f"    {n}_acc_body(s[{j}], (int64_t)r{''.join(f', q{i}.{c}' for i in self.acc_views)});\n"
+        fields = "".join(f" float4 q{i};" for i in self.acc_views)
+        loads = "".join(f"    Q.q{i} = kfr_load_cols4(A.v[{i}], g, ob[{i}] + e[{i}]);\n" for i in self.acc_views)
+        calls = "".join(f"    {n}_acc_body(s[{j}], (int64_t)r{''.join(f', Q.q{i}.{c}' for i in self.acc_views)});\n"
                         for j, c in enumerate("xyzw"))
-        out = [f"template <typename index_t>\n__device__ __forceinline__ void {n}_accumulate_cols4(const {n}_args& A, "
-               f"const kf::RGeom& g, const index_t* ob, index_t r, {n}_state* s) {{\n"
-               f"{self._elem_offsets(self.acc_views)}{loads}{calls}}}\n"]
+        out = [f"// one step's float4s across four rows, loaded ahead of their use (kf::reduce_cols_body)\n"
+               f"struct {n}_cols_quad {{{fields} }};\n"
+               f"template <typename index_t>\n__device__ __forceinline__ {n}_cols_quad {n}_load_cols4("
+               f"const {n}_args& A, const kf::RGeom& g, const index_t* ob, index_t r) {{\n"
+               f"{self._elem_offsets(self.acc_views)}    {n}_cols_quad Q;\n{loads}    return Q;\n}}\n"
+               f"template <typename index_t>\n__device__ __forceinline__ void {n}_accumulate_cols4("
+               f"const {n}_cols_quad& Q, index_t r, {n}_state* s) {{\n    (void)r;\n{calls}}}\n"]
         if k.full_outputs:
             out.append(self._full_cols4())
         return "".join(out)
