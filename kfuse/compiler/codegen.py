@@ -110,14 +110,17 @@ namespace kf {
 // along the columns per step. The padded row makes the fills conflict-free.
 __device__ __forceinline__ void fill_tile4(float (&tile)[32][64 + 1], const float* __restrict__ src, int64_t rows,
                                            int64_t cols, int64_t r0, int64_t k0) {
+    float4 v[2];  // 64 rows x 8 float4 of columns: two a thread, both read before either is stored
     #pragma unroll
-    for (int i = threadIdx.x; i < 64 * 8; i += 256) {  // 64 rows x 8 float4 of columns
+    for (int j = 0; j < 2; ++j) {
+        const int i = threadIdx.x + 256 * j;
         const int64_t r = r0 + i / 8, k = k0 + 4 * (i % 8);
-        if (r < rows && k < cols) {
-            const float4 v = *reinterpret_cast<const float4*>(src + r * cols + k);
-            const int row = 4 * (i % 8), col = i / 8;
-            tile[row][col] = v.x; tile[row + 1][col] = v.y; tile[row + 2][col] = v.z; tile[row + 3][col] = v.w;
-        }
+        v[j] = r < rows && k < cols ? *reinterpret_cast<const float4*>(src + r * cols + k) : make_float4(0, 0, 0, 0);
+    }
+    #pragma unroll
+    for (int j = 0; j < 2; ++j) {
+        const int i = threadIdx.x + 256 * j, row = 4 * (i % 8), col = i / 8;
+        tile[row][col] = v[j].x; tile[row + 1][col] = v[j].y; tile[row + 2][col] = v[j].z; tile[row + 3][col] = v[j].w;
     }
 }
 }  // namespace kf
@@ -280,12 +283,17 @@ __global__ void kf_to_channels_last(const float* __restrict__ in, float* __restr
     for (int64_t n = blockIdx.z; n < batch; n += gridDim.z) {
         const float* src = in + n * channels * spatial;
         float* dst = out + n * channels * spatial;
-        for (int i = threadIdx.y; i < 32; i += blockDim.y) {
-            const int64_t c = c0 + i, s = s0 + threadIdx.x;
-            if (c < channels && s < spatial) tile[i][threadIdx.x] = src[c * spatial + s];
+        float v[4];  // (blocks of 32 x 8: four rows a thread, read before any is stored: four loads in flight)
+        #pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int64_t c = c0 + threadIdx.y + 8 * k, s = s0 + threadIdx.x;
+            v[k] = c < channels && s < spatial ? src[c * spatial + s] : 0.0f;
         }
+        #pragma unroll
+        for (int k = 0; k < 4; ++k) tile[threadIdx.y + 8 * k][threadIdx.x] = v[k];
         __syncthreads();
-        for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+        #pragma unroll
+        for (int i = threadIdx.y; i < 32; i += 8) {
             const int64_t s = s0 + i, c = c0 + threadIdx.x;
             if (c < channels && s < spatial) dst[s * channels + c] = tile[threadIdx.x][i];
         }
@@ -565,12 +573,19 @@ __global__ void {kernel.name}_from_channels_last({operands}, kf::Shape shape, fl
     const int64_t s0 = (int64_t)blockIdx.x * 32, c0 = (int64_t)blockIdx.y * 32;
 {per_channel}    for (int64_t n = blockIdx.z; n < shape.sizes[0]; n += gridDim.z) {{
         const float* src = o{source}.data + n * spatial * channels;
-        for (int i = threadIdx.y; i < 32; i += blockDim.y) {{
-            const int64_t s = s0 + i, c = c0 + threadIdx.x;
-            if (s < spatial && c < channels) tile[i][threadIdx.x] = src[s * channels + c];
+        // blocks of 32 x 8: four rows a thread, all four read before any is stored, so that their loads are in
+        // flight together (a loop of load-then-store kept them one at a time)
+        float v[4];
+        #pragma unroll
+        for (int k = 0; k < 4; ++k) {{
+            const int64_t s = s0 + threadIdx.y + 8 * k, c = c0 + threadIdx.x;
+            v[k] = s < spatial && c < channels ? src[s * channels + c] : 0.0f;
         }}
+        #pragma unroll
+        for (int k = 0; k < 4; ++k) tile[threadIdx.y + 8 * k][threadIdx.x] = v[k];
         __syncthreads();
-        for (int i = threadIdx.y; i < 32; i += blockDim.y) {{
+        #pragma unroll
+        for (int i = threadIdx.y; i < 32; i += 8) {{
             const int64_t c = c0 + i, s = s0 + threadIdx.x;
             if (s < spatial && c < channels) {{
                 const index_t at = ((index_t)n * (index_t)channels + (index_t)c) * (index_t)spatial + (index_t)s;
