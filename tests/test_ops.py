@@ -202,6 +202,7 @@ CASES = [
     case(aten.where.ScalarSelf, (C_BOOL, 1.5, B)),
     case(aten.where.ScalarOther, (C_BOOL, A, -2)),
     case(aten.where.Scalar, (C_BOOL, 1.0, 0.0)),
+    case(aten.masked_fill.Scalar, (A, C_BOOL, float("-inf"))),
     # exponentials, logs, powers, roots, trigonometry
     case(aten.exp.default, (A,)),
     case(aten.exp2.default, (A,)),

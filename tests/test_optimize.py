@@ -55,6 +55,8 @@ EXPECTED = {
     "arg_extremes_special": ([["min"], ["argmax"], ["argmin"], ["max"]], []),
     # a middle dim reduced: four rows per thread on CUDA (softmax's output too), rows not in fours, a split range
     "column_reductions": ([["sum"], ["argmax"], ["mul", "softmax"], ["amin"], ["mean"]], []),
+    "masked_scores": ([["mul"], ["eq", "masked_fill", "relu"], ["add", "eq", "masked_fill"]],
+                      ["transpose", "matmul", "slice", "slice"]),
     "permuted_reductions": ([["mean"], ["add", "softmax"], ["logsumexp"], ["argmax"], ["amax"], ["sum"]], ["permute"]),
     "softmax_scale_bias": ([["mul", "softmax", "add"]], []),
     "softmax_dim1_4d": ([["softmax"]], []),
@@ -168,7 +170,7 @@ JUDGED_TOGETHER = {
     "pointwise_and_gemm_family": ["bias_gelu_clamp", "activation_chain", "broadcast_two_inputs",
                                   "scalar_tensors_in_forward", "numbers_made_on_the_input_device", "gemm_forms",
                                   "gemm_sums", "gemm_sums_kept", "kernelbench_style", "linear_scale_leaky",
-                                  "repeated_blocks", "batch_views"],
+                                  "repeated_blocks", "batch_views", "masked_scores"],
     # reductions over every kind of dimension, arg-extremes, vector norms and losses; the recurrent cells (like the
     # losses, decomposed at capture: in a group with a training batch norm the decomposition would rewrite it too)
     "reduction_and_loss_family": ["sum_middle_dim_tanh", "mean_keepdim_center", "amax_two_dims",

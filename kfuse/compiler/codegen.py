@@ -164,15 +164,21 @@ inline at::Tensor prepare(const at::Tensor* const* inputs, int count, const at::
         const bool single = t.numel() == 1;
         const bool dense = t.numel() == shape.numel && t.is_contiguous();
         operands[k].step = single ? 0 : (dense ? 1 : -1);
-        int varying = -1, count = 0;  // the dims along which this operand changes
+        // The dims along which this operand changes: one, or a run of neighbours it holds contiguously (a
+        // (1, 1, T, T) mask over (B, H, T, T) scores), make element i one of `count` values, `inner` elements each.
+        int first = -1, last = -1, count = 0;
         for (int d = 0; d < ndim; ++d)
-            if (operands[k].strides[d] != 0 && shape.sizes[d] > 1) { varying = d; ++count; }
-        if (operands[k].step == -1 && count == 1) {
+            if (operands[k].strides[d] != 0 && shape.sizes[d] > 1) { first = first < 0 ? d : first; last = d; ++count; }
+        bool run = count >= 1 && count == last - first + 1;
+        for (int d = first; run && d < last; ++d)
+            run = operands[k].strides[d] == operands[k].strides[d + 1] * shape.sizes[d + 1];
+        if (operands[k].step == -1 && run) {
             operands[k].step = 2;
             operands[k].inner = 1;
-            for (int d = varying + 1; d < ndim; ++d) operands[k].inner *= shape.sizes[d];
-            operands[k].count = shape.sizes[varying];
-            operands[k].stride = operands[k].strides[varying];
+            for (int d = last + 1; d < ndim; ++d) operands[k].inner *= shape.sizes[d];
+            operands[k].count = 1;
+            for (int d = first; d <= last; ++d) operands[k].count *= shape.sizes[d];
+            operands[k].stride = operands[k].strides[last];
             set_divisor(operands[k].inner, operands[k].inner_magic, operands[k].inner_shift);
             set_divisor(operands[k].count, operands[k].count_magic, operands[k].count_shift);
         }

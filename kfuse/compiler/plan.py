@@ -108,15 +108,23 @@ def computes_eager_bits(node: torch.fx.Node) -> bool:
     return str(node.target) in EXACT_POINTWISE and node.kwargs.get("alpha", 1) == 1 and len(node.args) <= 2
 
 
+def _broadcasts_to(shape, target) -> bool:
+    try:
+        return tuple(torch.broadcast_shapes(tuple(shape), tuple(target))) == tuple(target)
+    except RuntimeError:
+        return False
+
+
 def _is_bool_mask(node) -> bool:
     """A comparison (or logical op) of fp32 values giving a bool tensor: fusable as an interior value, rendered as
-    1.0f / 0.0f, when every user is a pointwise op of its shape (where's condition, ...): kernels write fp32 only."""
+    1.0f / 0.0f, when every user is a pointwise op of its shape or of a shape it broadcasts to (a causal mask of
+    (1, 1, T, T) in masked_fill over (B, H, T, T) scores, computed per element there): kernels write fp32 only."""
     out = tensor_meta(node)
     if (out is None or out.dtype != torch.bool or node.op != "call_function"
             or str(node.target) not in ops.BOOL_RESULT or not node.users):
         return False
     return all(u.op == "call_function" and ops.lookup(u.target) is not None and tensor_meta(u) is not None
-               and tensor_meta(u).shape == out.shape for u in node.users)
+               and _broadcasts_to(out.shape, tensor_meta(u).shape) for u in node.users)
 
 
 def is_fusable(node: torch.fx.Node) -> bool:
@@ -388,9 +396,10 @@ def _sunk(members: list[torch.fx.Node], order: dict[torch.fx.Node, int]) -> list
                 ordered.append(node)
                 continue
             stack.append((node, True))
-            # the operand the graph computes last first: an early one (a gate) then sits next to its user
+            # the operand the graph computes last first: an early one (a gate) then sits next to its user; a bool
+            # mask last of all, right before its user, so that no cut can leave it a kernel's (bool) result
             operands = sorted({a for a in _flat_args(node) if isinstance(a, torch.fx.Node) and a in inside},
-                              key=order.get)
+                              key=lambda a: (tensor_meta(a).dtype != torch.bool, order[a]))
             stack.extend((a, False) for a in operands if a not in done)
     return ordered
 
@@ -411,7 +420,8 @@ def _fuse(fusable: list[torch.fx.Node], epochs: dict[torch.fx.Node, int]) -> lis
         for a in _flat_args(node):
             if isinstance(a, torch.fx.Node) and a in group and epochs[a] == epochs[node]:
                 val = tensor_meta(a)
-                if val.shape == out.shape and (val.dtype == out.dtype or val.dtype == torch.bool):
+                same = val.shape == out.shape and val.dtype == out.dtype
+                if same or (val.dtype == torch.bool and _broadcasts_to(val.shape, out.shape)):
                     group[root(a)] = root(node)
     order = {n: i for i, n in enumerate(fusable)}
     groups: dict[torch.fx.Node, list[torch.fx.Node]] = {}

@@ -563,6 +563,9 @@ def _register_all() -> None:
     _add("aten.where.ScalarSelf", where, ("condition", "other"))
     _add("aten.where.ScalarOther", where, ("condition", "self"))
     _add("aten.where.Scalar", where, ("condition",))
+    # masked_fill(x, mask, value): where(mask, value, x), the mask a bool tensor (a comparison fused before it)
+    _add("aten.masked_fill.Scalar",
+         lambda p: f"({_truth(p['mask'])} ? {_lit(p['value'])} : {_operand(p['self'])})", ("self", "mask"))
 
     # Logical and tests ------------------------------------------------------------------------------------
     _add("aten.logical_not.default", lambda p: _bool(f"{_operand(p['self'])} == 0.0f"), bool_result=True)
