@@ -483,9 +483,10 @@ REDUCE_DEVICE_RUNTIME = r"""
 namespace kf {
 struct RConfig { bool column; int width; int group; int splits; unsigned blocks; unsigned threads; };
 // column: the kept dim is the contiguous one (a 32x8 block covers 32 rows, or 128 when each thread takes `width`
-// 4 neighbouring rows a float4 at a time; `group` 8 threads along the reduced range, or 1 in 256 x 1 blocks); else `group` threads per row (4-16 lanes of a warp for rows of up to 64,
-// a float4 each; a warp for short rows and for rows up to 2048 when there are enough of them to fill the GPU; the
-// whole block for long ones). Few rows and long reductions split the reduced range.
+// 4 neighbouring rows a float4 at a time; `group` 8 threads along the reduced range, or 1 in 256 x 1 blocks); else
+// `group` threads per row (4-16 lanes of a warp for rows of up to 64, a float4 each; a warp for short rows and for
+// rows up to 2048 when there are enough of them to fill the GPU; the whole block for long ones). Few rows and long
+// reductions split the reduced range.
 inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms, bool thin_ok = false) {
     RConfig c;
     c.column = column;
