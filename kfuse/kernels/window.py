@@ -535,6 +535,7 @@ struct WView {
 struct WGeom {
     int nlead;
     int64_t lead[KF_MAX_DIMS];
+    Div ldiv[KF_MAX_DIMS];  // lead[d] as a divisor (div_by: a multiply-high for 32-bit indices)
     int64_t rows;
 };
 // Pooling strips: whether any of a strip's R windows (kernel k, stride s) holds its input row i (not with a
@@ -592,6 +593,7 @@ inline void window_views(const std::vector<at::Tensor>& views, const std::vector
         }
     }
     g.nlead = n;
+    for (int i = 0; i < n; ++i) g.ldiv[i] = make_div(g.lead[i]);
     g.rows = 1;
     for (int i = 0; i < n; ++i) g.rows *= g.lead[i];
 }
@@ -801,8 +803,12 @@ class _Printer:
                 f"    #pragma unroll\n"
                 f"    for (int d = KF_MAX_DIMS - 1; d >= 0; --d) {{\n"
                 f"        if (d >= g.nlead) continue;\n"
-                f"        const index_t c = d == 0 ? row : row % (index_t)g.lead[d];  // (the outermost needs no division)\n"
-                f"        if (d > 0) row /= (index_t)g.lead[d];\n"
+                f"        index_t c = row;  // (the outermost needs no division)\n"
+                f"        if (d > 0) {{\n"
+                f"            const index_t q = kf::div_by(row, g.ldiv[d]);\n"
+                f"            c = row - q * (index_t)g.lead[d];\n"
+                f"            row = q;\n"
+                f"        }}\n"
                 f"        for (int k = 0; k < {nv}; ++k) base[k] += c * (index_t)A.v[k].lst[d];\n"
                 f"    }}\n}}\n")
 
