@@ -635,41 +635,22 @@ __device__ __forceinline__ typename R::state reduce_group(typename R::state s, i
     return s;
 }
 
-// A thread's float4 groups [r, tail), `step` apart, folded into `part`: the next group's loads are issued before
-// this one is folded in, so two are in flight whatever the fold costs (a Welford step's division, its slow path a
-// call, sat between any two loads of the unrolled loop before: one load in flight per thread, two 512-thread blocks
-// per SM at 56 registers, about half the bytes in flight an H100's bandwidth needs).
-template <class R, typename index_t, class Slot>
-__device__ __forceinline__ void accumulate_groups(const typename R::args& A, const RGeom& g, const index_t* ob,
-                                                  index_t r, index_t tail, index_t step, typename R::state* part,
-                                                  Slot slot, index_t stride) {
-    if (r >= tail) return;
-    auto q = R::template load4<index_t>(A, g, ob, r);
+// A thread's float4 groups r, r + step, ... below `end`, each loaded (`load(r)`) and then used (`use(group, r)`):
+// the next group's loads are issued before this one is used, so two are in flight whatever the use costs (a Welford
+// step's division, its slow path a call, or a store sat between any two loads of the unrolled loops before: one load
+// in flight per thread, two 512-thread blocks per SM at 56 registers, about half the bytes in flight an H100's
+// bandwidth needs). A full phase's next group may be read before this one is written: a kernel's full outputs are
+// fresh tensors, never a view it reads.
+template <typename index_t, class Load, class Use>
+__device__ __forceinline__ void pipelined(index_t r, index_t end, index_t step, Load load, Use use) {
+    if (r >= end) return;
+    auto q = load(r);
     while (true) {
         const index_t next = r + step;
-        const bool more = next < tail;
+        const bool more = next < end;
         decltype(q) ahead;
-        if (more) ahead = R::template load4<index_t>(A, g, ob, next);
-        R::template accumulate4<index_t>(q, r, part, slot(r), stride);
-        if (!more) return;
-        q = ahead;
-        r = next;
-    }
-}
-// The full phase's float4 groups the same way: the next group read before this one is written (the kernel's full
-// outputs are fresh tensors, never a view it reads).
-template <class R, typename index_t, class Slot>
-__device__ __forceinline__ void full_groups(const typename R::args& A, const RGeom& g, const index_t* ob, index_t r,
-                                            index_t tail, index_t step, const typename R::row& rv, Slot slot,
-                                            index_t stride) {
-    if (r >= tail) return;
-    auto q = R::template full_load4<index_t>(A, g, ob, r, slot(r), stride);
-    while (true) {
-        const index_t next = r + step;
-        const bool more = next < tail;
-        decltype(q) ahead;
-        if (more) ahead = R::template full_load4<index_t>(A, g, ob, next, slot(next), stride);
-        R::template full4<index_t>(A, ob, q, rv);
+        if (more) ahead = load(next);
+        use(q, r);
         if (!more) return;
         q = ahead;
         r = next;
@@ -713,12 +694,17 @@ __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, 
         if constexpr (R::ACCUMULATES) {
             if (stage != 2) {
                 for (index_t r = r0 + lane; r < v0; r += group) R::template accumulate<index_t>(A, g, ob, r, s);
+                auto load4 = [&](index_t r) { return R::template load4<index_t>(A, g, ob, r); };
                 if constexpr (R::PARTIALS) {  // four independent chains, merged in order
                     state part[4] = {R::init(), R::init(), R::init(), R::init()};
-                    accumulate_groups<R>(A, g, ob, v0 + 4 * lane, tail, (index_t)(4 * group), part, slot, stride);
+                    pipelined(v0 + 4 * lane, tail, (index_t)(4 * group), load4, [&](const auto& q, index_t r) {
+                        R::template accumulate4<index_t>(q, r, part, slot(r), stride);
+                    });
                     for (int j = 0; j < 4; ++j) R::merge(s, part[j]);
                 } else {
-                    accumulate_groups<R>(A, g, ob, v0 + 4 * lane, tail, (index_t)(4 * group), &s, slot, stride);
+                    pipelined(v0 + 4 * lane, tail, (index_t)(4 * group), load4, [&](const auto& q, index_t r) {
+                        R::template accumulate4<index_t>(q, r, &s, slot(r), stride);
+                    });
                 }
                 for (index_t r = tail + lane; r < r1; r += group) R::template accumulate<index_t>(A, g, ob, r, s);
             }
@@ -733,7 +719,9 @@ __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, 
         if (live && split == 0 && lane == 0) R::template write_row<index_t>(A, s, rv, o, ob);
         if constexpr (R::HAS_FULL) {
             for (index_t r = r0 + lane; r < v0; r += group) R::template full<index_t>(A, g, ob, r, rv);
-            full_groups<R>(A, g, ob, v0 + 4 * lane, tail, (index_t)(4 * group), rv, slot, stride);
+            pipelined(v0 + 4 * lane, tail, (index_t)(4 * group),
+                      [&](index_t r) { return R::template full_load4<index_t>(A, g, ob, r, slot(r), stride); },
+                      [&](const auto& q, index_t) { R::template full4<index_t>(A, ob, q, rv); });
             for (index_t r = tail + lane; r < r1; r += group) R::template full<index_t>(A, g, ob, r, rv);
         }
     }
@@ -773,22 +761,11 @@ __device__ __forceinline__ void reduce_cols_body(const typename R::args& A, cons
                     // 128 x 4096 x 4095: 2.62 -> 2.11 ms, eager 2.11; its float4 loop spills at 8)
                     constexpr int unroll = R::LIGHT != 0 && WIDTH == 1 ? 8 : 4;
                     if constexpr (WIDTH == 4 && R::LIGHT == 0) {
-                        // the next step's loads issued before this one is folded in (accumulate_groups); a light
-                        // kernel keeps its unrolled loop, held to 32 registers, its blocks enough in flight
-                        index_t r = r0 + ty;
-                        if (r < r1) {
-                            auto q = R::template load_cols4<index_t>(A, g, ob, r);
-                            while (true) {
-                                const index_t next = r + ny;
-                                const bool more = next < r1;
-                                decltype(q) ahead;
-                                if (more) ahead = R::template load_cols4<index_t>(A, g, ob, next);
-                                R::template accumulate_cols4<index_t>(q, r, s);
-                                if (!more) break;
-                                q = ahead;
-                                r = next;
-                            }
-                        }
+                        // pipelined; a light kernel keeps its unrolled loop, held to 32 registers, its blocks
+                        // enough in flight
+                        pipelined(r0 + ty, r1, (index_t)ny,
+                                  [&](index_t r) { return R::template load_cols4<index_t>(A, g, ob, r); },
+                                  [&](const auto& q, index_t r) { R::template accumulate_cols4<index_t>(q, r, s); });
                     } else {
 #pragma unroll unroll
                         for (index_t r = r0 + ty; r < r1; r += ny) {
@@ -831,21 +808,10 @@ __device__ __forceinline__ void reduce_cols_body(const typename R::args& A, cons
             if (split == 0 && ty == 0) R::template write_row<index_t>(A, s[q], rv[q], o + q, obq);
         }
         if constexpr (R::HAS_FULL) {
-            if constexpr (WIDTH == 4) {  // (pipelined like full_groups)
-                index_t r = r0 + ty;
-                if (r < r1) {
-                    auto q = R::template full_load_cols4<index_t>(A, g, ob, r);
-                    while (true) {
-                        const index_t next = r + ny;
-                        const bool more = next < r1;
-                        decltype(q) ahead;
-                        if (more) ahead = R::template full_load_cols4<index_t>(A, g, ob, next);
-                        R::template full_cols4<index_t>(A, ob, q, rv);
-                        if (!more) break;
-                        q = ahead;
-                        r = next;
-                    }
-                }
+            if constexpr (WIDTH == 4) {
+                pipelined(r0 + ty, r1, (index_t)ny,
+                          [&](index_t r) { return R::template full_load_cols4<index_t>(A, g, ob, r); },
+                          [&](const auto& q, index_t) { R::template full_cols4<index_t>(A, ob, q, rv); });
             } else {
 #pragma unroll 4
                 for (index_t r = r0 + ty; r < r1; r += ny) R::template full<index_t>(A, g, ob, r, rv[0]);
@@ -1950,7 +1916,7 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
 }}
 """]
         fields = "".join(f" float4 q{i};" for i in self.acc_views)
-        out.append(f"// one group's float4s, loaded ahead of their use (kf::accumulate_groups)\n"
+        out.append(f"// one group's float4s, loaded ahead of their use (kf::pipelined)\n"
                    f"struct {n}_quad {{{fields} }};\n"
                    f"template <typename index_t>\n__device__ __forceinline__ {n}_quad {n}_load4(const {n}_args& A, "
                    f"const kf::RGeom& g, const index_t* ob, index_t r) {{\n"
@@ -1988,7 +1954,7 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
         return "".join(out)
 
     def _full_rows4(self) -> str:
-        """The rows kernel's full phase for four neighbouring elements, in two steps (kf::full_groups issues the
+        """The rows kernel's full phase for four neighbouring elements, in two steps (kf::pipelined issues the
         next group's loads before this group's stores): the float4 of each view read (from the row cache where the
         launch holds one) with the outputs' offsets, then the full body per lane and a float4 store per output."""
         n, nf = self.n, len(self.k.full_outputs)

@@ -812,6 +812,18 @@ class _Printer:
                 f"        for (int k = 0; k < {nv}; ++k) base[k] += c * (index_t)A.v[k].lst[d];\n"
                 f"    }}\n}}\n")
 
+    def _walk_window(self, lines: list[str], coord, inside) -> str:
+        """The window's loops, one per dim, at compile-time offsets k0.. (unrolled): coordinate c{j} = coord(j) and
+        in{j}, whether it and every outer one is inside (inside(j)). Returns the innermost indentation."""
+        c, pad = self._coords("c"), "    "
+        for j in range(self.nd):
+            lines.append(f"{pad}#pragma unroll")
+            lines.append(f"{pad}for (int k{j} = 0; k{j} < {self.k.spec.kernel[j]}; ++k{j}) {{")
+            pad += "    "
+            lines.append(f"{pad}const index_t {c[j]} = {coord(j)};")
+            lines.append(f"{pad}const bool in{j} = {'in' + str(j - 1) + ' && ' if j else ''}{inside(j)};")
+        return pad
+
     def point(self) -> str:
         """Pooling: the window of output element (o0, ...), reduced and emitted."""
         spec, nd, n = self.k.spec, self.nd, self.n
@@ -820,6 +832,7 @@ class _Printer:
         params = "".join(f", index_t {x}" for x in o)
         src_args = "".join(f", {x}" for x in c)
         emit_args = "".join(f", {x}" for x in o)
+        clamped = "".join(f", in{nd - 1} ? {x} : 0" for x in c)  # (a window element's coordinates, or 0 outside)
         lines = []
         if spec.kind == "max":
             with_index = self.k.index is not None
@@ -828,18 +841,11 @@ class _Printer:
                 lines.append("    int64_t at = -1;  // the first in-bounds element until a larger one (PyTorch's)")
             for j in range(nd):
                 lines.append(f"    const index_t s{j} = {o[j]} * {spec.stride[j]} - {spec.padding[j]};")
-            pad = "    "
-            for j in range(nd):
-                lines.append(f"{pad}#pragma unroll")
-                lines.append(f"{pad}for (int k{j} = 0; k{j} < {spec.kernel[j]}; ++k{j}) {{")
-                pad += "    "
-                lines.append(f"{pad}const index_t {c[j]} = s{j} + k{j} * {spec.dilation[j]};")
-                inside = f"{c[j]} >= 0 && {c[j]} < (index_t)A.in[{j}]"
-                lines.append(f"{pad}const bool in{j} = {'in' + str(j - 1) + ' && ' if j else ''}{inside};")
+            pad = self._walk_window(lines, lambda j: f"s{j} + k{j} * {spec.dilation[j]}",
+                                    lambda j: f"{c[j]} >= 0 && {c[j]} < (index_t)A.in[{j}]")
             flat = c[0]
             for j in range(1, nd):
                 flat = f"({flat}) * A.in[{j}] + {c[j]}"
-            clamped = "".join(f", in{nd - 1} ? {x} : 0" for x in c)
             lines.append(f"{pad}const float v = {n}_source<index_t>(A, base{clamped});  // (read in bounds)")
             if with_index:
                 lines.append(f"{pad}if (in{nd - 1} && (at < 0 || v > m || v != v)) {{ m = v; at = (int64_t){flat}; }}"
@@ -874,14 +880,7 @@ class _Printer:
                 # the whole window walked at compile-time offsets, each read at a coordinate clamped into the input
                 # and +0.0 added for those outside it (the same sum: in order, from +0.0): straight-line loads,
                 # all in flight at once, where a loop over the clipped extent read one element at a time
-                for j in range(nd):
-                    lines.append(f"{pad}#pragma unroll")
-                    lines.append(f"{pad}for (int k{j} = 0; k{j} < {spec.kernel[j]}; ++k{j}) {{")
-                    pad += "    "
-                    lines.append(f"{pad}const index_t {c[j]} = w{j} + k{j};")
-                    inside = f"{c[j]} >= s{j} && {c[j]} < e{j}"
-                    lines.append(f"{pad}const bool in{j} = {'in' + str(j - 1) + ' && ' if j else ''}{inside};")
-                clamped = "".join(f", in{nd - 1} ? {x} : 0" for x in c)
+                pad = self._walk_window(lines, lambda j: f"w{j} + k{j}", lambda j: f"{c[j]} >= s{j} && {c[j]} < e{j}")
                 lines.append(f"{pad}const float v = {n}_source<index_t>(A, base{clamped});  // (read in bounds)")
                 lines.append(f"{pad}sum += in{nd - 1} ? v : 0.0f;")
             else:
