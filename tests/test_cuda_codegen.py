@@ -590,8 +590,9 @@ def test_a_file_planned_on_hopper_carries_a_plain_fallback_for_other_gpus(tmp_pa
 
 def test_a_bare_product_s_file_carries_no_epilogue_machinery(tmp_path, monkeypatch):
     """A GEMM whose epilogue reads no operand: its functor holds nothing, its launch takes no operand descriptors,
-    and neither operand_at nor the host's broadcasting helper (kf::prepare) is in the file (planned on Hopper: 921
-    lines for 3_Batched_matrix_multiplication, 1,006 before)."""
+    and neither operand_at nor the host's broadcasting helper (kf::prepare) is in the file, nor the operand views,
+    loads and divisions by multiplication that only other kernels read (codegen.common_for; planned on Hopper without
+    a GPU: 875 lines for 3_Batched_matrix_multiplication, 1,033 with them)."""
     monkeypatch.setattr("kfuse.kernels.gemm._planned_on_hopper", lambda: True)
     problem = tmp_path / "bmm.py"
     problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, a, b):\n"
@@ -602,10 +603,12 @@ def test_a_bare_product_s_file_carries_no_epilogue_machinery(tmp_path, monkeypat
     assert "KF_HD float operator()(float value, int64_t) const { return value; }" in text
     assert "operand_at" not in text and "kf::prepare" not in text and "e.o[k]" not in text
     assert "gemm_bmm_launch(const kf_gemm::Problem& p, float* workspace, int sms, cudaStream_t stream)" in text
+    assert "struct Operand" not in text and "div32" not in text and "KF_HD" in text
     biased = problem.with_name("biased.py")
     biased.write_text(problem.read_text().replace("torch.bmm(a, b)", "torch.bmm(a, b) + a[:, :, :1]"))
     text = optimize(biased, tmp_path / "biased_new.py", "cuda").path.read_text()
     assert "operand_at" in text and "kf::prepare(inputs, 2, &out, operands, shape)" in text
+    assert text.count("struct Operand") == 2 and text.count("uint32_t div32(") == 2  # (the device's and the host's)
 
 
 @pytest.mark.exhaustive  # two mma.sync instantiations: 35 s of ptxas on a 2-core machine, for GPUs we do not have

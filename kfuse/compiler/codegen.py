@@ -25,13 +25,20 @@ from kfuse.kernels.steps import FusedKernel, LibraryCall, TupleItem, boxed_argum
 
 MAX_DIMS = 8
 
-# Plain C++ shared by both compilers: how a kernel sees each operand and the output's shape.
-COMMON = f"""
+# Plain C++ shared by both compilers, in units that a file includes only where it uses them (common_for): the
+# header, how a kernel sees each operand and the output's shape, division by multiplication, and the loads.
+COMMON_HEADER = f"""
 #include <cstdint>
 #define KF_MAX_DIMS {MAX_DIMS}
-namespace kf {{
+#ifdef __CUDACC__
+#define KF_HD __host__ __device__ __forceinline__
+#else
+#define KF_HD inline
+#endif
+"""
+COMMON_VIEWS = """namespace kf {
 // One operand of a fused kernel, viewed with the output's shape: strides in elements, 0 along broadcast dims.
-struct Operand {{
+struct Operand {
     const float* data;
     int64_t strides[KF_MAX_DIMS];
     // 1: laid out like the output; 0: one value for all elements; 2: one value per index of a single dim (a bias
@@ -39,81 +46,99 @@ struct Operand {{
     int64_t step;
     int64_t inner, count, stride;  // step 2: element i reads data[(i / inner) % count * stride]
     uint32_t inner_magic, inner_shift, count_magic, count_shift;  // ... inner and count for div32 (set by prepare)
-}};
-struct Shape {{
+};
+struct Shape {
     int ndim;
     int64_t sizes[KF_MAX_DIMS];
     int64_t numel;
     // sizes[d] as a divisor by multiplication for 32-bit indices (div32; set by prepare)
     uint32_t magic[KF_MAX_DIMS];
     uint32_t shift[KF_MAX_DIMS];
-}};
-#ifdef __CUDACC__
-#define KF_HD __host__ __device__ __forceinline__
-#else
-#define KF_HD inline
-#endif
+};
+}  // namespace kf
+"""
+COMMON_DIVISION = """namespace kf {
 // n / divisor for 0 <= n < 2^31 by a multiply-high and a shift: (hi32(n * magic) + n) >> shift, the divisor's magic
 // number and shift from set_divisor (Granlund-Montgomery's multiplier, as PyTorch's IntDivider). A division by a
 // run-time value is ~20 instructions, this 3; the strided and per-channel loads divide per element (and the
 // reductions and windows through kf::Div, kfuse.kernels.printing).
-KF_HD uint32_t div32(uint32_t n, uint32_t magic, uint32_t shift) {{
+KF_HD uint32_t div32(uint32_t n, uint32_t magic, uint32_t shift) {
 #ifdef __CUDA_ARCH__
     const uint32_t t = __umulhi(n, magic);
 #else
     const uint32_t t = (uint32_t)(((uint64_t)n * magic) >> 32);
 #endif
     return (t + n) >> shift;
-}}
+}
 // div32's magic number and shift for a divisor in [1, 2^31) (another divisor: never used, 32-bit indices being
 // chosen only where every size and offset is below 2^31).
-inline void set_divisor(int64_t divisor, uint32_t& magic, uint32_t& shift) {{
+inline void set_divisor(int64_t divisor, uint32_t& magic, uint32_t& shift) {
     const uint64_t d = divisor > 1 ? (uint64_t)divisor : 1;
     shift = d > 1 ? 64 - __builtin_clzll(d - 1) : 0;  // the least with 2^shift >= d
     magic = d < (uint64_t(1) << 31) ? (uint32_t)((uint64_t(1) << 32) * ((uint64_t(1) << shift) - d) / d + 1) : 0;
-}}
+}
+}  // namespace kf
+"""
+COMMON_LOAD = """namespace kf {
 // The value of operand `o` for output element i, for every mode but the strided one.
 template <typename index_t>
-KF_HD float load(const Operand& o, index_t i) {{
+KF_HD float load(const Operand& o, index_t i) {
     if (o.step == 1) return o.data[i];
     if (o.step == 0) return o.data[0];
-    if constexpr (sizeof(index_t) == 4) {{  // (32-bit indices: every size and offset below 2^31)
+    if constexpr (sizeof(index_t) == 4) {  // (32-bit indices: every size and offset below 2^31)
         const uint32_t q = div32((uint32_t)i, o.inner_magic, o.inner_shift);
         const uint32_t along = q - div32(q, o.count_magic, o.count_shift) * (uint32_t)o.count;
         return o.data[(index_t)along * (index_t)o.stride];
-    }}
+    }
     return o.data[(i / (index_t)o.inner) % (index_t)o.count * (index_t)o.stride];
-}}
+}
+}  // namespace kf
+"""
+COMMON_LOAD4 = """namespace kf {
 #ifdef __CUDACC__
 // Elements 4q .. 4q + 3 of operand `o` (the vec4 kernels; an output 16-byte aligned, a step-1 operand too). A
 // per-channel value whose run of equal elements is a multiple of 4 (a bias over 4k spatial positions) is one load
 // and one division for the four, not four: a fused conv epilogue with two such operands ran 3x slower than its
 // bytes with four.
 template <typename index_t>
-__device__ __forceinline__ float4 load4(const Operand& o, index_t q) {{
+__device__ __forceinline__ float4 load4(const Operand& o, index_t q) {
     if (o.step == 1) return reinterpret_cast<const float4*>(o.data)[q];
-    if (o.step == 0 || (o.inner & 3) == 0) {{
+    if (o.step == 0 || (o.inner & 3) == 0) {
         const float v = load(o, 4 * q);
         return make_float4(v, v, v, v);
-    }}
+    }
     // a contiguous run that changes every element (a row vector over the last dim, a (T, T) mask over (B, H, T, T)),
     // in fours: the four neighbours one 16-byte load at one division, not four loads at two each
     if (o.step == 2 && o.inner == 1 && o.stride == 1 && (o.count & 3) == 0
-        && (reinterpret_cast<uintptr_t>(o.data) & 15) == 0) {{
+        && (reinterpret_cast<uintptr_t>(o.data) & 15) == 0) {
         index_t along;
-        if constexpr (sizeof(index_t) == 4) {{
+        if constexpr (sizeof(index_t) == 4) {
             const uint32_t i = 4u * (uint32_t)q;
             along = (index_t)(i - div32(i, o.count_magic, o.count_shift) * (uint32_t)o.count);
-        }} else {{
+        } else {
             along = (4 * q) % (index_t)o.count;
-        }}
+        }
         return *reinterpret_cast<const float4*>(o.data + along);
-    }}
+    }
     return make_float4(load(o, 4 * q), load(o, 4 * q + 1), load(o, 4 * q + 2), load(o, 4 * q + 3));
-}}
+}
 #endif
-}}  // namespace kf
+}  // namespace kf
 """
+# Every unit: what the tests compile on their own.
+COMMON = COMMON_HEADER + COMMON_VIEWS + COMMON_DIVISION + COMMON_LOAD + COMMON_LOAD4
+
+
+def common_for(code: str) -> str:
+    """The units of COMMON that `code` uses, each with the ones it needs (names matched as words: a mention in a
+    comment keeps a unit too, never drops one). A file of one GEMM without epilogue operands needs the header only."""
+    load4 = re.search(r"(?<![\w.])load4\s*[(<]", code) is not None
+    load = load4 or re.search(r"(?<![\w.])load\s*[(<]", code) is not None
+    division = load or re.search(r"\b(div32|set_divisor)\b", code) is not None
+    views = load or re.search(r"\b(Operand|Shape)\b", code) is not None
+    return (COMMON_HEADER + (COMMON_VIEWS if views else "") + (COMMON_DIVISION if division else "")
+            + (COMMON_LOAD if load else "") + (COMMON_LOAD4 if load4 else ""))
+
 
 # The transposes' tile fill (CUDA only): in a file only where a channels-last copy or kernel uses it.
 TILE_FILL = r"""
@@ -1069,24 +1094,28 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
                   + red.decls + red.helpers + red.device + att.decls + att.device
                   + win.decls + win.helpers + win.device + gm.decls + gm.device + conv.device + rnn.decls + rnn.device
                   + (CHANNELS_LAST_COPY_DEVICE if channels_last else ""))
-        cuda = ("#include <cuda_runtime.h>\n#include <algorithm>\n" + COMMON + conv.common
-                + (TILE_FILL if "kf::fill_tile4(" in device else "")
-                + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions + conv.functions)
-                + device)
+        cuda_body = (conv.common + (TILE_FILL if "kf::fill_tile4(" in device else "")
+                     + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions
+                                   + conv.functions)
+                     + device)
+        cuda = "#include <cuda_runtime.h>\n#include <algorithm>\n" + common_for(cuda_body) + cuda_body
         host = ((CHANNELS_LAST_COPY_HOST if channels_last else "") + launches
                 + host_wrappers + red.decls + red.host + att.decls + att.host + win.decls + win.host + gm.decls
                 + gm.host + conv.host + rnn.decls + rnn.host + forward)
-        cpp = (host_headers(host) + CUDA_HOST_HEADERS + COMMON + conv.common + _host_runtime(host)
-               + (DISPATCH_RUNTIME if CALLS_ATEN in host else "") + CUDA_HOST_RUNTIME + host)
+        cpp_body = (conv.common + _host_runtime(host) + (DISPATCH_RUNTIME if CALLS_ATEN in host else "")
+                    + CUDA_HOST_RUNTIME + host)
+        cpp = host_headers(host) + CUDA_HOST_HEADERS + common_for(cpp_body) + cpp_body
     else:
         cuda = None
         host = (kernel_functions + conv.functions + "".join(_cpu_kernel(k) for k in pointwise) + host_wrappers
                 + red.decls + red.helpers + red.device + red.host + att.decls + att.host
                 + win.decls + win.helpers + win.device + win.host + gm.decls + gm.device + gm.host + conv.device
                 + conv.host + rnn.decls + rnn.host + forward)
-        cpp = (host_headers(host) + "#include <ATen/Parallel.h>\n" + COMMON + conv.common
-               + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions + conv.functions)
-               + _host_runtime(host) + (DISPATCH_RUNTIME if CALLS_ATEN in host else "") + host)
+        cpp_body = (conv.common
+                    + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions
+                                  + conv.functions)
+                    + _host_runtime(host) + (DISPATCH_RUNTIME if CALLS_ATEN in host else "") + host)
+        cpp = host_headers(host) + "#include <ATen/Parallel.h>\n" + common_for(cpp_body) + cpp_body
     kernels = [{"name": k.name, "fuses": k.ops, "in_place_into": k.write_into,
                 "reads_channels_last": k.channels_last_input} for k in plan.kernels]
     kernels += [{"name": k.name, "fuses": k.ops, "in_place_into": None, "reads_channels_last": None}
