@@ -117,9 +117,13 @@ EXPECTED = {
     # too large for strips on the general kernel; tests/test_window.py compares them with PyTorch bit for bit
     "avg_pool_strips": ([["avg_pool2d"]] * 5 + [["avg_pool3d"], ["tanh", "sub", "avg_pool2d", "sigmoid", "mul"],
                          ["avg_pool2d"], ["avg_pool3d"], ["avg_pool3d"]], []),
-    # the reverse scan's two flips are one backward scan; the bool mask is read as 0/1 inside the kernel
+    # the reverse scan's two flips are one backward scan; the bool mask is read as 0/1 inside the kernel; an
+    # exclusive scan written cat([identity fill, scan(x[:n-1])]) is one scan (the fill and its views absorbed), the
+    # concatenation with another fill stays
     "scans_mix": ([["mul", "add", "cumsum"], ["flip", "cumsum", "flip"], ["mul", "cumsum"], ["cumsum", "sub"],
-                   ["sigmoid", "cumprod"]], []),
+                   ["sigmoid", "cumprod"], ["select", "unsqueeze", "zeros_like", "cumsum", "cat", "mul"],
+                   ["slice", "ones_like", "sigmoid", "cumprod", "cat"], ["cumsum"]],
+                  ["narrow", "slice", "slice", "full_like", "slice", "cat"]),
     # the in-place add splits the kernels: sigmoid must read x before the add writes it
     "kernelbench_style": ([["sigmoid"], ["mul", "mul"]], ["add_"]),
     # torch.min / torch.max against 0-dim tensors made in forward on the input's device: numbers in the kernel

@@ -12,9 +12,11 @@ row the strip's windows hold once, adding it to every window holding it, in PyTo
 average pool (output size 1 everywhere) is a mean over the spatial dims and goes to kfuse/kernels/reduce.py instead, as
 PyTorch itself computes it with mean().
 
-Scans (cumsum, cumprod over any dim): a reverse scan written flip -> cumsum -> flip becomes one backward scan;
-exclusive forms (cumsum(x) - x) and masks (x * mask, the mask a bool tensor read as 0/1) are the epilogue and the
-prologue. CUDA, scanned dim contiguous: a warp per row, 256 elements per step as 8 coalesced loads per lane, a
+Scans (cumsum, cumprod over any dim): a reverse scan written flip -> cumsum -> flip becomes one backward scan; an
+exclusive scan written as a concatenation, cat([zeros (ones for a product) of length 1, scan(x[:n-1])], dim), one
+scan writing each prefix a step along and the identity first (the concatenation's copy was more than half of such a
+file's time: H200, run q); other exclusive forms (cumsum(x) - x) and masks (x * mask, the mask a bool tensor read
+as 0/1) are the epilogue and the prologue. CUDA, scanned dim contiguous: a warp per row, 256 elements per step as 8 coalesced loads per lane, a
 warp-shuffle scan of each 32-element piece and a prefix carried in double between pieces; other dims: a thread
 per row (neighbouring rows are neighbours in memory), a sequential double accumulation. CPU: sequential in double
 (PyTorch's CPU scans accumulate in double too). Both are at least as accurate as PyTorch's own CUDA scans.
@@ -66,6 +68,8 @@ class ScanSpec:
     op: str                                # "sum" or "prod"
     dim: int                               # in the source's rank, >= 0
     reverse: bool = False                  # flip -> scan -> flip along dim, absorbed
+    exclusive: bool = False                # cat([identity fill, scan(x[:n-1])], dim): outputs one step along dim,
+                                           # the identity first (the exclusive scan of x)
 
 
 POOL_OPS = {
@@ -81,6 +85,13 @@ POOL_OPS = {
 }
 SCAN_OPS = {"aten.cumsum.default": "sum", "aten.cumprod.default": "prod"}
 FLIP = "aten.flip.default"
+CAT = "aten.cat.default"
+# Fills that a concatenation may put before a scan (their value must be the scan's identity): value of the fill
+# from its arguments.
+FILLS = {"aten.zeros_like.default": lambda args: 0.0, "aten.zeros.default": lambda args: 0.0,
+         "aten.ones_like.default": lambda args: 1.0, "aten.ones.default": lambda args: 1.0,
+         "aten.full_like.default": lambda args: args[1] if len(args) > 1 else None,
+         "aten.full.default": lambda args: args[1] if len(args) > 1 else None}
 OPERAND_DTYPES = {torch.float32: "float", torch.bool: "bool"}
 
 
@@ -303,6 +314,12 @@ def _absorb(call: LibraryCall, spec, steps: list, epochs: dict) -> list:
             absorbed += [step_of[first], step_of[second]]
             if tensor_meta(source) is None or tensor_meta(source).dtype != torch.float32:
                 return steps
+        else:
+            shifted = _exclusive_cat(core, spec, epochs)
+            if shifted is not None:
+                spec.exclusive, value = True, shifted[0]
+                hidden += shifted
+                absorbed += [step_of[n] for n in shifted if n in step_of]
     inside = set(hidden) | {core}
 
     prologue, pro_steps, bias = _prologue(source, inside, step_of, epoch, epochs)
@@ -358,6 +375,51 @@ def _reverse_flips(core, source, dim: int, epochs):
     if users[0].args[0] is not core:
         return None
     return source, users[0]
+
+
+def _exclusive_cat(core, spec: ScanSpec, epochs) -> list[torch.fx.Node] | None:
+    """cat([fill, scan], dim) along the scanned dim, the scan's only reader, the fill the scan's identity and one
+    long along dim (zeros_like(x.select(dim, 0).unsqueeze(dim)), a common way to write an exclusive scan): the
+    concatenation, the fill and the views only the fill reads (they become dead), else None."""
+    users = list(core.users)
+    if len(users) != 1 or users[0].op != "call_function" or str(users[0].target) != CAT:
+        return None
+    cat = users[0]
+    tensors = cat.args[0] if cat.args else None
+    dim = cat.args[1] if len(cat.args) > 1 else cat.kwargs.get("dim", 0)
+    rank = tensor_meta(core).dim()
+    if not isinstance(tensors, (list, tuple)) or len(tensors) != 2 or tensors[1] is not core:
+        return None
+    if not isinstance(dim, int) or dim % rank != spec.dim or epochs.get(cat) != epochs.get(core):
+        return None
+    fill = tensors[0]
+    value = FILLS.get(str(fill.target)) if isinstance(fill, torch.fx.Node) and fill.op == "call_function" else None
+    identity = 0.0 if spec.op == "sum" else 1.0
+    if value is None or value(list(fill.args)) != identity or list(fill.users) != [cat]:
+        return None
+    fill_meta, core_meta = tensor_meta(fill), tensor_meta(core)
+    want = list(core_meta.shape)
+    want[spec.dim] = 1
+    if fill_meta is None or fill_meta.dtype != torch.float32 or list(fill_meta.shape) != want:
+        return None
+    if core_meta.dtype != torch.float32 or tensor_meta(cat) is None or tensor_meta(cat).dtype != torch.float32:
+        return None
+    nodes = [cat, fill]
+    # views that only the fill read (its shape's source: x.select(dim, 0).unsqueeze(dim)) go with it
+    frontier = [a for a in fill.args if isinstance(a, torch.fx.Node)]
+    while frontier:
+        a = frontier.pop()
+        schema = getattr(a.target, "_schema", None)
+        if (a.op == "call_function" and schema is not None and not schema.is_mutable and str(a.target) in VIEW_OPS
+                and all(u in nodes for u in a.users)):
+            nodes.append(a)
+            frontier += [b for b in a.args if isinstance(b, torch.fx.Node)]
+    return nodes
+
+
+# Views whose only reader a kernel absorbs (an exclusive scan's fill) are dropped with it: they compute nothing.
+VIEW_OPS = {"aten.select.int", "aten.unsqueeze.default", "aten.slice.Tensor", "aten.narrow.default",
+            "aten.view.default", "aten.reshape.default", "aten.expand.default", "aten.squeeze.dim"}
 
 
 def _prologue(source, inside: set, step_of: dict, epoch, epochs):
@@ -536,10 +598,13 @@ def kernel_name(kernel: WindowKernel) -> str:
         part = str(node.target).split(".")[1].lstrip("_")
         if kernel.is_pool is False and kernel.spec.reverse and part == "flip":
             continue
+        if kernel.is_pool is False and kernel.spec.exclusive and node in kernel.hidden:
+            continue  # (the concatenation, its fill and the fill's views)
         if not parts or parts[-1] != part:
             parts.append(part)
-    if not kernel.is_pool and kernel.spec.reverse:
-        parts = [("reverse_" + p if p in ("cumsum", "cumprod") else p) for p in parts]
+    if not kernel.is_pool and (kernel.spec.reverse or kernel.spec.exclusive):
+        prefix = "reverse_" if kernel.spec.reverse else "exclusive_"
+        parts = [(prefix + p if p in ("cumsum", "cumprod") else p) for p in parts]
     name = "fused_" + "_".join(parts)
     return name if len(name) <= 60 else name[:60].rstrip("_")
 
@@ -1207,6 +1272,9 @@ void {n}_launch(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small
         ident, _, _ = self._scan_ops()
         combine = "acc + (double)" if self.k.spec.op == "sum" else "acc * (double)"
         pos = "len - 1 - p" if self.k.spec.reverse else "p"
+        shift = " + 1" if self.k.spec.exclusive else ""
+        first = (f"\n            {n}_emit<int64_t>(A, base, 0, (float){ident}, 0);  // (exclusive: the identity first)"
+                 if self.k.spec.exclusive else "")
         return f"""
 // A row at a time, accumulated in double (as PyTorch's CPU scans).
 void {n}_run(const {n}_args& A, const kf::WGeom& g) {{
@@ -1215,11 +1283,11 @@ void {n}_run(const {n}_args& A, const kf::WGeom& g) {{
         int64_t base[{self.nviews}];
         for (int64_t row = begin; row < end; ++row) {{
             {n}_bases<int64_t>(A, g, row, base);
-            double acc = {ident};
+            double acc = {ident};{first}
             for (int64_t p = 0; p < len; ++p) {{
                 const int64_t c0 = {pos};
                 acc = {combine}{n}_source<int64_t>(A, base, c0);
-                {n}_emit<int64_t>(A, base, c0, (float)acc, 0);
+                {n}_emit<int64_t>(A, base, c0{shift}, (float)acc, 0);
             }}
         }}
     }});
@@ -1230,6 +1298,12 @@ void {n}_run(const {n}_args& A, const kf::WGeom& g) {{
         n = self.n
         ident, combine, carry = self._scan_ops()
         pos = "len - 1 - p" if self.k.spec.reverse else "p"
+        exclusive = self.k.spec.exclusive
+        shift = " + 1" if exclusive else ""
+        first_rows = (f"\n        if (lane == 0) {n}_emit<index_t>(A, base, 0, (float){ident}, 0);  // (exclusive: the identity first)"
+                      if exclusive else "")
+        first_cols = (f"\n        {n}_emit<index_t>(A, base, 0, (float){ident}, 0);  // (exclusive: the identity first)"
+                      if exclusive else "")
         return f"""
 // Scanned dim contiguous: a warp per row. Each step covers 256 elements as 8 pieces of 32 (one coalesced load per
 // lane and piece); a piece is scanned with warp shuffles in float, and the prefix of everything before it is
@@ -1243,7 +1317,7 @@ __global__ void {n}_rows({n}_args A, kf::WGeom g) {{
          row += (int64_t)gridDim.x * per_block) {{
         index_t base[{self.nviews}];
         {n}_bases<index_t>(A, g, (index_t)row, base);
-        double carry = {ident};
+        double carry = {ident};{first_rows}
         for (index_t p0 = 0; p0 < len; p0 += 256) {{
             float v[8];
 #pragma unroll
@@ -1260,7 +1334,7 @@ __global__ void {n}_rows({n}_args A, kf::WGeom g) {{
                     if (lane >= off) x = {combine};
                 }}
                 const index_t p = p0 + 32 * j + lane;
-                if (p < len) {n}_emit<index_t>(A, base, {pos}, (float)({carry}), 0);
+                if (p < len) {n}_emit<index_t>(A, base, {pos}{shift}, (float)({carry}), 0);
                 x = __shfl_sync(0xffffffffu, x, 31);
                 carry = {carry};
             }}
@@ -1276,11 +1350,11 @@ __global__ void {n}_cols({n}_args A, kf::WGeom g) {{
          row += (int64_t)gridDim.x * blockDim.x) {{
         index_t base[{self.nviews}];
         {n}_bases<index_t>(A, g, (index_t)row, base);
-        double carry = {ident};
+        double carry = {ident};{first_cols}
         for (index_t p = 0; p < len; ++p) {{
             const float x = {n}_source<index_t>(A, base, {pos});
             carry = {carry};
-            {n}_emit<index_t>(A, base, {pos}, (float)carry, 0);
+            {n}_emit<index_t>(A, base, {pos}{shift}, (float)carry, 0);
         }}
     }}
 }}
@@ -1337,7 +1411,9 @@ void {n}_launch(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small
                 lines.append(f"    inner.push_back(rank - {nd - j});")
         else:
             lines.append(f"    TORCH_CHECK(rank == {tensor_meta(k.source).dim()}, \"{n}: unexpected rank\");")
-            lines.append("    const std::vector<int64_t> R = S;")
+            lines.append("    std::vector<int64_t> R = S;")
+            if k.spec.exclusive:
+                lines.append(f"    R[{k.spec.dim}] += 1;  // (exclusive: the identity, then each prefix)")
             lines.append(f"    const std::vector<int64_t> inner = {{{k.spec.dim}}};")
             lines.append(f"    A.in[0] = S[{k.spec.dim}];")
         lines.append("    std::vector<at::Tensor> views;")
