@@ -106,6 +106,11 @@ EXPECTED = {
     # softmax(scale Q K^T [masked]) V multiplied out (as nn.MultiheadAttention does with its weights, or a causal
     # GPT with masked_fill(tril == 0, -inf)): one attention call
     "attention_as_products": ([["scaled_dot_product_attention"]] * 3, ["slice", "slice", "ne"]),  # (the mask: tril != 0)
+    # attention with head dims past kfuse's kernel (160, 136): two batched GEMMs around the softmax, the default
+    # scale read from Q at run time (1 / sqrt of a sum of ones over one of its rows); a head dim of 64 stays one kernel
+    "wide_attention": ([["sum", "rsqrt"], ["matmul"], ["mul", "_softmax"], ["matmul"], ["matmul"], ["mul", "_softmax"],
+                        ["matmul"], ["scaled_dot_product_attention"]],
+                       ["select", "select", "select", "ones_like", "transpose", "transpose"]),
     # pooling and scans (kfuse/kernels/window.py): producers computed per window element, consumers before the write;
     # the global average pool is a mean (a reduction), the general adaptive one a pooling kernel; a convolution's
     # bias moves into the pool's kernel
@@ -184,7 +189,7 @@ JUDGED_TOGETHER = {
                                   "recurrent_cells"],
     # softmax, log-softmax, logsumexp and attention; layer, group, instance, RMS and batch norms
     "softmax_and_norm_family": ["softmax_scale_bias", "softmax_dim1_4d", "log_softmax_transposed",
-                                "logsumexp_relu", "bmm_residual_softmax", "attention_odd_sizes", "attention_as_products",
+                                "logsumexp_relu", "bmm_residual_softmax", "attention_odd_sizes", "attention_as_products", "wide_attention",
                                 "gelu_layer_norm",
                                 "group_norm_relu", "norms_channels_last", "instance_norm", "rms_norm",
                                 "batchnorm_eval_functional", "native_norms"],

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 import torch
 
 from kfuse.compiler.aliases import name_aliases_by_their_ops
-from kfuse.compiler.rewrite import products_with_softmax_as_attention, summed_products_as_dot_products
+from kfuse.compiler.rewrite import (products_with_softmax_as_attention, summed_products_as_dot_products,
+                                    wide_attention_as_products)
 
 
 class CaptureError(Exception):
@@ -463,6 +464,7 @@ def capture(model: torch.nn.Module, example_inputs: list, drop_no_op_moves: bool
     dropped = _drop_unused_results(exported.graph) if drop_unused else []
     # (after the drop: nn.MultiheadAttention's averaged weights, unread, no longer read the probabilities)
     products_with_softmax_as_attention(exported.graph_module)
+    wide_attention_as_products(exported.graph_module)
     output_node = next(n for n in exported.graph.nodes if n.op == "output")
     returned = list(output_node.args[0])
     outputs, updates = [], {}

@@ -23,6 +23,15 @@ K^T is K transposed in its last two dims, the softmax is over the last dim witho
 Q, K and V have one rank of at least 3 with the same batch dims. A `masked_fill(condition, -inf)` of the scaled
 scores (a causal GPT's `tril == 0`) becomes the boolean attn_mask `logical_not(condition)` (`tril != 0`): the same
 scores drop out.
+
+Attention with a head dim past kfuse's attention kernel (128: its Q rows and key tiles live in shared memory) goes
+the other way: scaled_dot_product_attention(Q, K, V) becomes softmax(scale * Q @ K^T, -1) @ V, two kfuse GEMMs
+(3xTF32 tensor cores, fp32-faithful; the scale in the first one's epilogue, the default 1/sqrt(E) with E read from
+Q at run time) around a row softmax. Eager's own call
+runs fp32 on CUDA cores there (97_ScaledDotProductAttention, head dim 1024, 32 x 32 x 512 queries and keys: 24.7 ms
+in eager and torch.compile alike, H200 run q; its 1.1 TFLOP of products at kfuse's GEMM rate is about 9 ms, the scores
+and probabilities 4 GB of memory traffic about 1 ms more). Only without a mask, dropout, causal flag or GQA, on fp32
+Q, K and V of one rank (at least 3) with equal batch dims.
 """
 
 from __future__ import annotations
@@ -37,6 +46,9 @@ TRANSPOSES = {"aten.numpy_T.default", "aten.t.default", "aten.permute.default", 
 SCALINGS = {"aten.mul.Tensor", "aten.mul.Scalar", "aten.div.Tensor", "aten.div.Scalar"}
 BATCHED_PRODUCTS = {"aten.bmm.default", "aten.matmul.default"}
 SOFTMAXES = {"aten.softmax.int", "aten._softmax.default"}
+SDPA = "aten.scaled_dot_product_attention.default"
+# The largest head dim kfuse's attention kernel takes (kfuse/kernels/attention.py: ATT_MAX_D).
+ATTENTION_MAX_HEAD_DIM = 128
 
 
 @dataclass
@@ -263,6 +275,8 @@ def _attention(out: torch.fx.Node) -> _Attention | None:
     shapes = [_val(t).shape for t in (q, k, v)]
     if rank < 3 or any(len(shape) != rank for shape in shapes) or not shapes[0][:-2] == shapes[1][:-2] == shapes[2][:-2]:
         return None
+    if max(shapes[0][-1], shapes[2][-1]) > ATTENTION_MAX_HEAD_DIM:
+        return None  # (products are faster than ATen's attention there: wide_attention_as_products)
     if dropped is not None and _val(dropped).dim() > rank:
         return None
     return _Attention(out, q, k, v, scale, dead, dropped)
@@ -299,6 +313,55 @@ def products_with_softmax_as_attention(graph_module: torch.fx.GraphModule) -> in
             graph.erase_node(dead)
         if found.dropped is not None and not found.dropped.users:
             graph.erase_node(found.dropped)  # (an `==` now read as `!=`)
+        done += 1
+    if done:
+        graph.lint()
+        graph_module.recompile()
+    return done
+
+
+def wide_attention_as_products(graph_module: torch.fx.GraphModule) -> int:
+    """Rewrite every scaled_dot_product_attention whose head dim kfuse's kernel does not take as
+    `softmax(scale * Q @ K^T, -1) @ V`; returns how many were rewritten."""
+    aten = torch.ops.aten
+    graph = graph_module.graph
+    done = 0
+    for node in list(graph.nodes):
+        if node.op != "call_function" or str(node.target) != SDPA:
+            continue
+        names = [a.name for a in node.target._schema.arguments]
+        bound = {a.name: a.default_value for a in node.target._schema.arguments if a.has_default_value()}
+        bound.update(zip(names, node.args))
+        bound.update(node.kwargs)
+        q, k, v = bound["query"], bound["key"], bound["value"]
+        if not all(isinstance(t, torch.fx.Node) for t in (q, k, v)) or not _is_fp32(q, k, v, node):
+            continue
+        if bound.get("attn_mask") is not None or bound.get("dropout_p") or bound.get("is_causal") \
+                or bound.get("enable_gqa"):
+            continue
+        shapes = [_val(t).shape for t in (q, k, v)]
+        rank = len(shapes[0])
+        if rank < 3 or any(len(shape) != rank for shape in shapes) or not shapes[0][:-2] == shapes[1][:-2] == shapes[2][:-2]:
+            continue
+        if max(shapes[0][-1], shapes[2][-1]) <= ATTENTION_MAX_HEAD_DIM:
+            continue
+        scale = bound.get("scale")
+        with graph.inserting_before(node):
+            if scale is None:
+                # the default 1/sqrt(E), E read from Q at run time as SDPA does (a file run with another head dim
+                # stays right): rsqrt of the sum of ones over a row of Q
+                row = q
+                for _ in range(rank - 1):
+                    row = _call(graph, aten.select.int, (row, 0, 0))
+                width = _call(graph, aten.sum.default, (_call(graph, aten.ones_like.default, (row,)),))
+                scale = _call(graph, aten.rsqrt.default, (width,), name=f"{node.name}_scale")
+            keys = _call(graph, aten.transpose.int, (k, -2, -1), name=f"{node.name}_keys_t")
+            scores = _call(graph, aten.matmul.default, (q, keys), name=f"{node.name}_scores")
+            scaled = _call(graph, aten.mul.Tensor, (scores, scale), name=f"{node.name}_scaled")
+            weights = _call(graph, aten._softmax.default, (scaled, -1, False), name=f"{node.name}_weights")
+            out = _call(graph, aten.matmul.default, (weights, v), name=f"{node.name}_out")
+        node.replace_all_uses_with(out)
+        graph.erase_node(node)
         done += 1
     if done:
         graph.lint()

@@ -36,6 +36,7 @@ class GemmStep:
     a: str                              # value names of the operands
     b: str
     batched: bool                       # (L, M, K) x (L, K, N); else (..., M, K) x (K, N)
+    batch_dims: int = 1                 # batched: leading dims (> 1: a matmul of equal batch dims, flattened)
     a_transposed: bool = False          # the operand is given as its transpose's source (read through strides)
     b_transposed: bool = False          # (linear's weight is always (N, K): b_transposed)
     bias: str | None = None             # added to the product first (linear's bias, addmm's input), broadcast
@@ -99,6 +100,8 @@ def _form(node: torch.fx.Node) -> tuple | None:
             return a, b, None, False, False
         if (ra, rb) == (3, 3):
             return a, b, None, True, False
+        if op == "aten.matmul.default" and ra == rb > 3 and tensor_meta(a).shape[:-2] == tensor_meta(b).shape[:-2]:
+            return a, b, None, True, False  # (attention's products over (batch, heads): the batch dims as one)
     elif op == "aten.einsum.default" and len(args) == 2 and len(args[1]) == 2 and _einsum_is_matmul(args[0]):
         a, b = args[1]
         if _float32(a, b) and ranks(b)[0] == 2:
@@ -146,11 +149,11 @@ def fuse_gemms(steps: list, names: dict[str, int]) -> list:
             continue
         a, b, bias, batched, b_transposed = form
         meta_a = tensor_meta(a)
-        m = meta_a.size(-2) if not batched else meta_a.size(1)
+        m = meta_a.size(-2)
         n = out.size(-1)
         if m == 1:
             continue  # a row vector times a matrix: cuBLAS reads the matrix once, coalesced; the tiles would not
-        step = GemmStep("", node, a.name, b.name, batched, b_transposed=b_transposed,
+        step = GemmStep("", node, a.name, b.name, batched, out.dim() - 2 if batched else 1, b_transposed=b_transposed,
                         bias=bias.name if isinstance(bias, torch.fx.Node) else None, gemv=n == 1,
                         config=skinny_tiles(config, out.size(-2) if batched else out.numel() // max(n, 1), n))
         calls = {s.node: s for s in steps if isinstance(s, LibraryCall)}
@@ -165,7 +168,7 @@ def fuse_gemms(steps: list, names: dict[str, int]) -> list:
         step.a_k_contiguous = _k_contiguous(a_source, 0 if step.a_transposed else -1)
         step.b_k_contiguous = _k_contiguous(b_source, -1 if step.b_transposed else -2)
         k = tensor_meta(a_source).size(0 if step.a_transposed else -1)
-        batch = out.size(0) if batched else 1
+        batch = out.numel() // (out.size(-2) * n) if batched else 1
         step.split_k = step.config.split_k(batch, out.numel() // (batch * n), n, k)
         step.small_k = not step.gemv and k <= SMALL_K
         position = steps.index(anchor)
@@ -294,6 +297,17 @@ void {step.name}_run({params}) {{
 
 def _problem_lines(step: GemmStep) -> str:
     """C++ that checks the operand shapes and fills `p` and `out_sizes` from the tensors a_in and b_in."""
+    if step.batched and step.batch_dims > 1:  # equal batch dims, one batch of their product (a view where possible)
+        return """    TORCH_CHECK(a_in.dim() == b_in.dim() && a_in.dim() > 3 && a_in.size(-1) == b_in.size(-2), "batched product: shapes do not match");
+    TORCH_CHECK(a_in.sizes().slice(0, a_in.dim() - 2) == b_in.sizes().slice(0, b_in.dim() - 2), "batch dims do not match");
+    const at::Tensor a3 = a_in.flatten(0, -3), b3 = b_in.flatten(0, -3);
+    kf_gemm::Problem p{a3.size(0), a3.size(1), b3.size(2), a3.size(2),
+                       {a3.data_ptr<float>(), a3.stride(0), a3.stride(1), a3.stride(2)},
+                       {b3.data_ptr<float>(), b3.stride(0), b3.stride(2), b3.stride(1)},
+                       nullptr};
+    std::vector<int64_t> out_sizes(a_in.sizes().begin(), a_in.sizes().end() - 1);
+    out_sizes.push_back(p.N);
+"""
     if step.batched:
         return """    TORCH_CHECK(a_in.dim() == 3 && b_in.dim() == 3 && a_in.size(2) == b_in.size(1), "batched product: shapes do not match");
     TORCH_CHECK(a_in.size(0) == b_in.size(0) || a_in.size(0) == 1 || b_in.size(0) == 1, "batch sizes do not broadcast");
