@@ -15,10 +15,11 @@ PyTorch itself computes it with mean().
 Scans (cumsum, cumprod over any dim): a reverse scan written flip -> cumsum -> flip becomes one backward scan; an
 exclusive scan written as a concatenation, cat([zeros (ones for a product) of length 1, scan(x[:n-1])], dim), one
 scan writing each prefix a step along and the identity first (the concatenation's copy was more than half of such a
-file's time: H200, run q); other exclusive forms (cumsum(x) - x) and masks (x * mask, the mask a bool tensor read
-as 0/1) are the epilogue and the prologue. CUDA, scanned dim contiguous: a warp per row, 256 elements per step as 8 coalesced loads per lane, a
-warp-shuffle scan of each 32-element piece and a prefix carried in double between pieces; other dims: a thread
-per row (neighbouring rows are neighbours in memory), a sequential double accumulation. CPU: sequential in double
+file's time: H200, run o's profile); other exclusive forms (cumsum(x) - x) and masks (x * mask, the mask a bool
+tensor read as 0/1) are the epilogue and the prologue. CUDA, scanned dim contiguous: a warp per row, 256 elements
+per step as 8 coalesced loads per lane, a warp-shuffle scan of each 32-element piece and a prefix carried in double
+between pieces; other dims: a thread per row (neighbouring rows are neighbours in memory), a sequential double
+accumulation. CPU: sequential in double
 (PyTorch's CPU scans accumulate in double too). Both are at least as accurate as PyTorch's own CUDA scans.
 
 Geometry (both): every operand is a strided view (stride 0 along broadcast dims) of the source's shape (prologue
@@ -926,7 +927,8 @@ class _Printer:
                  f"aligned one",
                  f"    constexpr int NV = {self.rows};  // float4 loads per window row",
                  f"    const index_t wa = {o[w]} * SW - {spec.padding[w]} - LEAD;",
-                 f"    if ({o[w]} + {ROW_STRIP} > (index_t)A.out[{w}] || wa < 0 || wa + 4 * NV > (index_t)A.in[{w}]) {{",
+                 f"    if ({o[w]} + {ROW_STRIP} > (index_t)A.out[{w}] || wa < 0 "
+                 f"|| wa + 4 * NV > (index_t)A.in[{w}]) {{",
                  f"        for (int r = 0; r < {ROW_STRIP}; ++r)",
                  f"            if ({o[w]} + r < (index_t)A.out[{w}]) "
                  f"{n}_point<index_t>(A, base{''.join(f', {x}' for x in o[:w])}, {o[w]} + r);",
@@ -1224,8 +1226,8 @@ void {n}_run(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small_in
         work = (f"a strip of {self.strip} outputs down dim {self.nd - 2}" if self.strip else "one output element")
         if self.rows:
             return f"""
-// One thread per strip of {ROW_STRIP} outputs along dim {self.nd - 1} (ROWS: every input's rows aligned), else per output
-// element; consecutive threads take consecutive output columns (coalesced reads and writes).
+// One thread per strip of {ROW_STRIP} outputs along dim {self.nd - 1} (ROWS: every input's rows aligned), else per
+// output element; consecutive threads take consecutive output columns (coalesced reads and writes).
 template <typename index_t, bool ROWS>
 __global__ void {n}_kernel({n}_args A, kf::WGeom g, index_t total) {{
     const index_t step = (index_t)blockDim.x * gridDim.x;
@@ -1238,8 +1240,13 @@ __global__ void {n}_kernel({n}_args A, kf::WGeom g, index_t total) {{
 void {n}_launch(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small_index, bool rows, int sms, cudaStream_t stream) {{
     const int threads = 256;
     const unsigned blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, (int64_t)sms * 64));
-    if (small_index) (rows ? {n}_kernel<int32_t, true> : {n}_kernel<int32_t, false>)<<<blocks, threads, 0, stream>>>(A, g, (int32_t)total);
-    else (rows ? {n}_kernel<int64_t, true> : {n}_kernel<int64_t, false>)<<<blocks, threads, 0, stream>>>(A, g, total);
+    if (small_index) {{
+        const auto kernel = rows ? {n}_kernel<int32_t, true> : {n}_kernel<int32_t, false>;
+        kernel<<<blocks, threads, 0, stream>>>(A, g, (int32_t)total);
+    }} else {{
+        const auto kernel = rows ? {n}_kernel<int64_t, true> : {n}_kernel<int64_t, false>;
+        kernel<<<blocks, threads, 0, stream>>>(A, g, total);
+    }}
 }}
 """
         return f"""
@@ -1300,10 +1307,9 @@ void {n}_run(const {n}_args& A, const kf::WGeom& g) {{
         pos = "len - 1 - p" if self.k.spec.reverse else "p"
         exclusive = self.k.spec.exclusive
         shift = " + 1" if exclusive else ""
-        first_rows = (f"\n        if (lane == 0) {n}_emit<index_t>(A, base, 0, (float){ident}, 0);  // (exclusive: the identity first)"
-                      if exclusive else "")
-        first_cols = (f"\n        {n}_emit<index_t>(A, base, 0, (float){ident}, 0);  // (exclusive: the identity first)"
-                      if exclusive else "")
+        first = f"{n}_emit<index_t>(A, base, 0, (float){ident}, 0);  // (exclusive: the identity first)"
+        first_rows = f"\n        if (lane == 0) {first}" if exclusive else ""
+        first_cols = f"\n        {first}" if exclusive else ""
         return f"""
 // Scanned dim contiguous: a warp per row. Each step covers 256 elements as 8 pieces of 32 (one coalesced load per
 // lane and piece); a piece is scanned with warp shuffles in float, and the prefix of everything before it is
