@@ -79,8 +79,8 @@ def test_average_pools_take_the_strip_kernel_and_match_pytorch_bit_for_bit(tmp_p
 
 def test_row_strip_pools_match_pytorch_bit_for_bit(tmp_path: Path):
     """window.row_strip_loads: every max pool and 1D average pool of tests/optimize/row_strip_pools.py runs the
-    row-strip kernel (4 outputs a thread, 4-float loads of their span where every input's rows are aligned, the
-    per-output path at the edges and for unaligned rows). Its windows are walked in the per-output kernel's order,
+    row-strip kernel (4 outputs a thread, 4-float loads of their span where every input's rows are 16-byte aligned,
+    2-float loads where they are 8-byte aligned, the per-output path at the edges and for unaligned rows). Its windows are walked in the per-output kernel's order,
     so the pools equal PyTorch's bit for bit: aligned and odd lengths, strided inputs, NaNs (which win a max)."""
     import torch
 
@@ -90,7 +90,7 @@ def test_row_strip_pools_match_pytorch_bit_for_bit(tmp_path: Path):
     problems = Path(__file__).parent / "optimize"
     result = optimize(problems / "row_strip_pools.py", tmp_path / "rows_new.py", "cpu")
     text = result.path.read_text()
-    assert text.count("_rows<index_t>(A, base") == 7 and "kf::window_rows_aligned(A.v[0], g, 2)" in text
+    assert text.count("_rows<index_t, ROWS>(A, base") == 7 and "kf::window_row_vector(A.v[0], g, 2)" in text
     problem, _ = load_problem(str(problems / "row_strip_pools.py"))
     module = import_from_source(text, str(result.path), "rows_new")  # builds the CPU extension
     torch.manual_seed(5)
@@ -103,6 +103,7 @@ def test_row_strip_pools_match_pytorch_bit_for_bit(tmp_path: Path):
               (torch.randn(1, 3, 9, 41), torch.randn(3, 3, 67)),
               (torch.randn(2, 3, 40, 17).transpose(2, 3), torch.randn(2, 64, 3).transpose(1, 2)),
               (torch.randn(2, 3, 16, 16)[:, :, 1:, 1:], torch.randn(1, 3, 25)[:, :, 1:]),  # rows not aligned
+              (torch.randn(2, 3, 11, 42), torch.randn(2, 3, 66)),  # rows of 4k + 2: 2-float loads
               (torch.randn(2, 3, 6, 8), nan_row)]
     for x, v in inputs:
         expected, got = reference(x, v), candidate(x, v)

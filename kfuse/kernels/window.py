@@ -577,8 +577,9 @@ def row_strip_loads(kernel: WindowKernel) -> int:
     indices) and 1D average pools: one output per thread ran issue-bound (a MaxPool1d of 8 taps at 31% of the memory
     roofline, torch.compile's kernel 1.7x faster, H200): its index arithmetic, bounds checks and K scalar loads per
     output. A strip of 4 outputs finds its offsets once, reads its span with float4 loads that a warp covers
-    contiguously, and skips every check where its span lies inside the input; strips at the edges take the per-output
-    path. Average pools over 2-3 dims keep the strip kernel down dim nd - 2 (strip_length)."""
+    contiguously (float2 where rows are 8-byte aligned only), and skips every check where its span lies inside the
+    input; strips at the edges take the per-output path. Average pools over 2-3 dims keep the strip kernel down dim
+    nd - 2 (strip_length)."""
     spec = kernel.spec
     if not isinstance(spec, PoolSpec) or spec.kind not in ("max", "avg") or kernel.index is not None:
         return 0
@@ -642,13 +643,19 @@ constexpr bool strip_row_used(int i, int R, int k, int s) {
         if (i - r * s >= 0 && i - r * s < k) return true;
     return false;
 }
-// Four consecutive floats from a 16-byte-aligned address (row strips): one vector load on the GPU.
-KF_HD void load_float4(const float* p, float* x) {
+// VEC (4 or 2) consecutive floats from an address aligned to their size (row strips): one vector load on the GPU.
+template <int VEC>
+KF_HD void load_floats(const float* p, float* x) {
 #ifdef __CUDA_ARCH__
-    const float4 v = *reinterpret_cast<const float4*>(p);
-    x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+    if constexpr (VEC == 4) {
+        const float4 v = *reinterpret_cast<const float4*>(p);
+        x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+    } else {
+        const float2 v = *reinterpret_cast<const float2*>(p);
+        x[0] = v.x, x[1] = v.y;
+    }
 #else
-    x[0] = p[0], x[1] = p[1], x[2] = p[2], x[3] = p[3];
+    for (int i = 0; i < VEC; ++i) x[i] = p[i];
 #endif
 }
 }  // namespace kf
@@ -698,15 +705,18 @@ inline void window_views(const std::vector<at::Tensor>& views, const std::vector
     g.rows = 1;
     for (int i = 0; i < n; ++i) g.rows *= g.lead[i];
 }
-// Whether the row-strip kernel may read view v with float4 loads: unit stride along the last window dim, every
-// other stride a multiple of 4 floats and the data 16-byte aligned, so every row starts aligned.
-inline bool window_rows_aligned(const WView& v, const WGeom& g, int nd) {
-    if (v.sst[nd - 1] != 1 || reinterpret_cast<uintptr_t>(v.data) % 16 != 0) return false;
-    for (int d = 0; d < g.nlead; ++d)
-        if (v.lst[d] % 4 != 0) return false;
-    for (int j = 0; j + 1 < nd; ++j)
-        if (v.sst[j] % 4 != 0) return false;
-    return true;
+// The widest vector (4 or 2 floats, 0: none) the row-strip kernel may read view v with: unit stride along the last
+// window dim, every other stride a multiple of it and the data aligned to it, so every row starts aligned (rows of
+// an odd multiple of 2 floats, a 3x3 convolution's 126 columns: 2).
+inline int window_row_vector(const WView& v, const WGeom& g, int nd) {
+    if (v.sst[nd - 1] != 1) return 0;
+    for (int vec = 4; vec >= 2; vec /= 2) {
+        bool ok = reinterpret_cast<uintptr_t>(v.data) % (4 * vec) == 0;
+        for (int d = 0; ok && d < g.nlead; ++d) ok = v.lst[d] % vec == 0;
+        for (int j = 0; ok && j + 1 < nd; ++j) ok = v.sst[j] % vec == 0;
+        if (ok) return vec;
+    }
+    return 0;
 }
 // 32-bit indexing only when every offset and the work count fit (with room for a grid's overshoot).
 inline bool window_small_index(const std::vector<at::Tensor>& views, int64_t work) {
@@ -878,20 +888,20 @@ class _Printer:
                 f"KF_INLINE float {self.n}_source(const {self.n}_args& A, const index_t* base{params}) {{\n"
                 + "\n".join(lines) + f"\n    return {names[k.source.name]};\n}}\n")
 
-    def source4(self) -> str:
-        """Row strips: the source at four consecutive columns c{w} .. c{w} + 3 of one window row into x[0..3]: each
-        input's four values one float4 load (its rows contiguous and aligned: window_rows_aligned), a per-channel
-        operand one value, the bias and the prologue per column."""
+    def source_vec(self, vec: int) -> str:
+        """Row strips: the source at `vec` consecutive columns c{w} .. of one window row into x[0..vec): each
+        input's values one vector load (its rows contiguous and aligned: window_row_vector), a per-channel operand
+        one value, the bias and the prologue per column."""
         k, w = self.k, self.nd - 1
         coords = self._coords("c")
-        lanes: list[dict[str, str]] = [{} for _ in range(4)]
+        lanes: list[dict[str, str]] = [{} for _ in range(vec)]
         lines = []
         for i, (name, kind, _) in enumerate(k.inputs):
             if kind == "in":
                 offset = "base[%d]" % i + "".join(f" + {c} * (index_t)A.v[{i}].sst[{j}]" for j, c in
                                                   enumerate(coords[:w])) + f" + {coords[w]}"
-                lines.append(f"    float a{i}[4];")
-                lines.append(f"    kf::load_float4(&((const float*)A.v[{i}].data)[{offset}], a{i});")
+                lines.append(f"    float a{i}[{vec}];")
+                lines.append(f"    kf::load_floats<{vec}>(&((const float*)A.v[{i}].data)[{offset}], a{i});")
                 for lane, names in enumerate(lanes):
                     names.setdefault(name, f"a{i}[{lane}]")
             elif kind == "channel":
@@ -910,12 +920,13 @@ class _Printer:
             lines.append(f"    x[{lane}] = {names[k.source.name]};")
         params = "".join(f", index_t {c}" for c in coords)
         return (f"template <typename index_t>\n"
-                f"KF_INLINE void {self.n}_source4(const {self.n}_args& A, const index_t* base{params}, float* x) {{\n"
+                f"KF_INLINE void {self.n}_source{vec}(const {self.n}_args& A, const index_t* base{params}, float* x) {{\n"
                 + "\n".join(lines) + "\n}\n")
 
     def row_fn(self) -> str:
         """Row strips: outputs o{w} .. o{w} + 3 along the last dim, the others fixed. Each window row's span of
-        input columns is loaded once (source4, from the aligned column at or before the first window's start),
+        input columns is loaded once (VEC floats at a time: source4 or source2, from the aligned column at or before
+        the first window's start),
         every window reads its taps from registers in the per-output kernel's order (the same bits), and one
         check decides whether the span lies inside the input: strips at an edge, or past the end, take point()
         per output."""
@@ -923,12 +934,13 @@ class _Printer:
         w = nd - 1
         o, c = self._coords("o"), self._coords("c")
         lines = [f"    constexpr int SW = {spec.stride[w]}, KW = {spec.kernel[w]}, DW = {spec.dilation[w]};",
-                 f"    constexpr int LEAD = {-spec.padding[w] % 4};  // columns before the first window, from an "
-                 f"aligned one",
-                 f"    constexpr int NV = {self.rows};  // float4 loads per window row",
+                 f"    constexpr int LEAD = (VEC - {spec.padding[w]} % VEC) % VEC;  // columns before the first "
+                 f"window, from an aligned one",
+                 f"    constexpr int NV = (LEAD + {ROW_STRIP - 1} * SW + (KW - 1) * DW + VEC) / VEC;  // loads per "
+                 f"window row",
                  f"    const index_t wa = {o[w]} * SW - {spec.padding[w]} - LEAD;",
                  f"    if ({o[w]} + {ROW_STRIP} > (index_t)A.out[{w}] || wa < 0 "
-                 f"|| wa + 4 * NV > (index_t)A.in[{w}]) {{",
+                 f"|| wa + VEC * NV > (index_t)A.in[{w}]) {{",
                  f"        for (int r = 0; r < {ROW_STRIP}; ++r)",
                  f"            if ({o[w]} + r < (index_t)A.out[{w}]) "
                  f"{n}_point<index_t>(A, base{''.join(f', {x}' for x in o[:w])}, {o[w]} + r);",
@@ -949,10 +961,13 @@ class _Printer:
             pad += "    "
             lines.append(f"{pad}const index_t {c[j]} = s{j} + k{j} * {spec.dilation[j]};")
             lines.append(f"{pad}if ({c[j]} < 0 || {c[j]} >= (index_t)A.in[{j}]) continue;")
-        lines.append(f"{pad}float x[4 * NV];")
+        lines.append(f"{pad}float x[VEC * NV];")
         lines.append(f"{pad}#pragma unroll")
-        lines.append(f"{pad}for (int v = 0; v < NV; ++v) "
-                     f"{n}_source4<index_t>(A, base{''.join(f', {x}' for x in c[:w])}, wa + 4 * v, x + 4 * v);")
+        lines.append(f"{pad}for (int v = 0; v < NV; ++v) {{")
+        at = f"A, base{''.join(f', {x}' for x in c[:w])}, wa + VEC * v, x + VEC * v"
+        lines.append(f"{pad}    if constexpr (VEC == 4) {n}_source4<index_t>({at});")
+        lines.append(f"{pad}    else {n}_source2<index_t>({at});")
+        lines.append(f"{pad}}}")
         lines.append(f"{pad}#pragma unroll")
         lines.append(f"{pad}for (int r = 0; r < {ROW_STRIP}; ++r) {{")
         lines.append(f"{pad}    #pragma unroll")
@@ -974,7 +989,7 @@ class _Printer:
             value = f"sum[r] / (float)({int(spec.divisor) if spec.divisor is not None else spec.kernel[w]})"
         lines.append(f"    for (int r = 0; r < {ROW_STRIP}; ++r) {n}_emit<index_t>(A, base{emit_args}, {value}, 0);")
         params = "".join(f", index_t {x}" for x in o)
-        return (f"template <typename index_t>\n"
+        return (f"template <typename index_t, int VEC>\n"
                 f"KF_INLINE void {n}_rows(const {n}_args& A, const index_t* base{params}) {{\n"
                 + "\n".join(lines) + "\n}\n")
 
@@ -1150,7 +1165,7 @@ class _Printer:
         elif self.pool:
             parts.append(self.point())
         if self.rows:
-            parts += [self.source4(), self.row_fn()]
+            parts += [self.source_vec(4), self.source_vec(2), self.row_fn()]
         return f"// ---- {self.n}: {' -> '.join(self.k.ops)}\n" + "\n".join(parts)
 
     def decls(self) -> str:
@@ -1181,27 +1196,33 @@ class _Printer:
     def _row_call(self) -> str:
         nd = self.nd
         args = "".join(f", o{j} * {ROW_STRIP}" if j == nd - 1 else f", o{j}" for j in range(nd))
-        return f"{self.n}_rows<index_t>(A, base{args});"
+        return f"{self.n}_rows<index_t, ROWS>(A, base{args});"
 
     def pool_cpu(self) -> str:
         n = self.n
         if self.rows:
             return f"""
-template <typename index_t, bool ROWS>
+template <typename index_t, int ROWS>
 void {n}_run_t(const {n}_args& A, const kf::WGeom& g, int64_t total) {{
     at::parallel_for(0, total, 4096, [&](int64_t begin, int64_t end) {{
         for (int64_t i = begin; i < end; ++i) {{
-{self._decompose("(index_t)i", "index_t", "            ")}            if constexpr (ROWS) {self._row_call()}
+{self._decompose("(index_t)i", "index_t", "            ")}            if constexpr (ROWS > 0) {self._row_call()}
             else {self._per_thread()}
         }}
     }});
 }}
 
-// 32-bit indices when every offset fits (the same index arithmetic as the CUDA kernel's); row strips (ROWS) where
-// every input's rows are aligned
-void {n}_run(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small_index, bool rows) {{
-    if (small_index) (rows ? {n}_run_t<int32_t, true> : {n}_run_t<int32_t, false>)(A, g, total);
-    else (rows ? {n}_run_t<int64_t, true> : {n}_run_t<int64_t, false>)(A, g, total);
+// 32-bit indices when every offset fits (the same index arithmetic as the CUDA kernel's); row strips read ROWS
+// floats at a time where every input's rows are aligned to them (0: one output per iteration)
+template <typename index_t>
+void {n}_run_i(const {n}_args& A, const kf::WGeom& g, int64_t total, int rows) {{
+    if (rows == 4) {n}_run_t<index_t, 4>(A, g, total);
+    else if (rows == 2) {n}_run_t<index_t, 2>(A, g, total);
+    else {n}_run_t<index_t, 0>(A, g, total);
+}}
+void {n}_run(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small_index, int rows) {{
+    if (small_index) {n}_run_i<int32_t>(A, g, total, rows);
+    else {n}_run_i<int64_t>(A, g, total, rows);
 }}
 """
         return f"""
@@ -1226,27 +1247,27 @@ void {n}_run(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small_in
         work = (f"a strip of {self.strip} outputs down dim {self.nd - 2}" if self.strip else "one output element")
         if self.rows:
             return f"""
-// One thread per strip of {ROW_STRIP} outputs along dim {self.nd - 1} (ROWS: every input's rows aligned), else per
-// output element; consecutive threads take consecutive output columns (coalesced reads and writes).
-template <typename index_t, bool ROWS>
+// One thread per strip of {ROW_STRIP} outputs along dim {self.nd - 1} (ROWS: every input's rows aligned to ROWS floats,
+// read so many at a time), else (ROWS 0) per output element; consecutive threads take consecutive output columns
+// (coalesced reads and writes).
+template <typename index_t, int ROWS>
 __global__ void {n}_kernel({n}_args A, kf::WGeom g, index_t total) {{
     const index_t step = (index_t)blockDim.x * gridDim.x;
     for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {{
-{self._decompose("i", "index_t", "        ")}        if constexpr (ROWS) {self._row_call()}
+{self._decompose("i", "index_t", "        ")}        if constexpr (ROWS > 0) {self._row_call()}
         else {self._per_thread()}
     }}
 }}
 
-void {n}_launch(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small_index, bool rows, int sms, cudaStream_t stream) {{
-    const int threads = 256;
-    const unsigned blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, (int64_t)sms * 64));
-    if (small_index) {{
-        const auto kernel = rows ? {n}_kernel<int32_t, true> : {n}_kernel<int32_t, false>;
-        kernel<<<blocks, threads, 0, stream>>>(A, g, (int32_t)total);
-    }} else {{
-        const auto kernel = rows ? {n}_kernel<int64_t, true> : {n}_kernel<int64_t, false>;
-        kernel<<<blocks, threads, 0, stream>>>(A, g, total);
-    }}
+template <typename index_t>
+void {n}_launch_i(const {n}_args& A, const kf::WGeom& g, index_t total, int rows, unsigned blocks, cudaStream_t stream) {{
+    const auto kernel = rows == 4 ? {n}_kernel<index_t, 4> : rows == 2 ? {n}_kernel<index_t, 2> : {n}_kernel<index_t, 0>;
+    kernel<<<blocks, 256, 0, stream>>>(A, g, total);
+}}
+void {n}_launch(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small_index, int rows, int sms, cudaStream_t stream) {{
+    const unsigned blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, (int64_t)sms * 64));
+    if (small_index) {n}_launch_i<int32_t>(A, g, (int32_t)total, rows, blocks, stream);
+    else {n}_launch_i<int64_t>(A, g, total, rows, blocks, stream);
 }}
 """
         return f"""
@@ -1436,9 +1457,9 @@ void {n}_launch(const {n}_args& A, const kf::WGeom& g, int64_t total, bool small
         rows = ""
         if self.rows:
             w = self.nd - 1
-            aligned = " && ".join(f"kf::window_rows_aligned(A.v[{i}], g, {self.nd})"
-                                  for i, (_, kind, _) in enumerate(k.inputs) if kind == "in")
-            lines += [f"    const bool rows = {aligned};  // strips of {ROW_STRIP} outputs along dim {w}",
+            vectors = ", ".join(f"kf::window_row_vector(A.v[{i}], g, {self.nd})"
+                                for i, (_, kind, _) in enumerate(k.inputs) if kind == "in")
+            lines += [f"    const int rows = std::min({{{vectors}}});  // strips of {ROW_STRIP} outputs along dim {w}",
                       f"    if (rows) A.grid[{w}] = (A.out[{w}] + {ROW_STRIP - 1}) / {ROW_STRIP};",
                       f"    if (rows) A.dgrid[{w}] = kf::make_div(A.grid[{w}]);"]
             rows = ", rows"
@@ -1475,7 +1496,7 @@ def render(kernels: list[WindowKernel], target: str) -> WindowSources:
         if target == "cuda":
             device.append(p.pool_cuda() if p.pool else p.scan_cuda())
             host.insert(0, f"void {k.name}_launch(const {k.name}_args& A, const kf::WGeom& g, int64_t total, "
-                           f"bool small_index, {'bool rows, ' if p.rows else ''}int sms, cudaStream_t stream);\n")
+                           f"bool small_index, {'int rows, ' if p.rows else ''}int sms, cudaStream_t stream);\n")
         else:
             device.append(p.pool_cpu() if p.pool else p.scan_cpu())
     code = "\n".join(helpers)
