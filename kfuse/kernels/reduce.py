@@ -832,8 +832,9 @@ bool launch_rows_cluster(const typename R::args& A, const RGeom& g, int sms, int
         if (cudaGetDevice(&device) != cudaSuccess ||
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) major = 0;
     }
-    // enough rows to keep every resident cluster busy (else split launches fill the GPU better)
-    if (major < 9 || slice > most || g.rows < (int64_t)2 * sms) return false;
+    // enough rows to keep every resident cluster busy (else split launches fill the GPU better), and rows of at least
+    // 256 KB: a cluster barrier per row costs the slowest block's lag, and shorter rows' second read partly hits L2
+    if (major < 9 || slice > most || g.rows < (int64_t)2 * sms || cache_bytes < 256 * 1024) return false;
     auto kernel = reduce_rows_cluster<R, index_t>;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)slice) != cudaSuccess) {
         (void)cudaGetLastError();
