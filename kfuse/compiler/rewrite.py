@@ -26,12 +26,11 @@ scores drop out.
 
 Attention with a head dim past kfuse's attention kernel (128: its Q rows and key tiles live in shared memory) goes
 the other way: scaled_dot_product_attention(Q, K, V) becomes softmax(scale * Q @ K^T, -1) @ V, two kfuse GEMMs
-(3xTF32 tensor cores, fp32-faithful; the scale in the first one's epilogue, the default 1/sqrt(E) with E read from
-Q at run time) around a row softmax. Eager's own call
-runs fp32 on CUDA cores there (97_ScaledDotProductAttention, head dim 1024, 32 x 32 x 512 queries and keys: 24.7 ms
-in eager and torch.compile alike, H200 run q; its 1.1 TFLOP of products at kfuse's GEMM rate is about 9 ms, the scores
-and probabilities 4 GB of memory traffic about 1 ms more). Only without a mask, dropout, causal flag or GQA, on fp32
-Q, K and V of one rank (at least 3) with equal batch dims.
+(3xTF32 tensor cores, fp32-faithful) around a row softmax that applies the scale (the default 1/sqrt(E) with E read
+from Q at run time, as SDPA reads it). Eager's own call runs fp32 on CUDA cores there (97_ScaledDotProductAttention,
+head dim 1024, 32 x 32 x 512 queries and keys: 24.7 ms in eager and torch.compile alike, H200 run q; its 1.1 TFLOP of
+products at kfuse's GEMM rate is about 9 ms, the scores and probabilities 4 GB of memory traffic about 1 ms more).
+Only without a mask, dropout, causal flag or GQA, on fp32 Q, K and V of one rank (at least 3) with equal batch dims.
 """
 
 from __future__ import annotations
