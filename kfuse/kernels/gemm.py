@@ -100,8 +100,11 @@ def _form(node: torch.fx.Node) -> tuple | None:
             return a, b, None, False, False
         if (ra, rb) == (3, 3):
             return a, b, None, True, False
-        if op == "aten.matmul.default" and ra == rb > 3 and tensor_meta(a).shape[:-2] == tensor_meta(b).shape[:-2]:
-            return a, b, None, True, False  # (attention's products over (batch, heads): the batch dims as one)
+        # attention's products over (batch, heads): the batch dims as one, where each product fills 64 x 64 tiles (a
+        # window attention's 49 x 49 scores, Swin's, stay cuBLAS's batched GEMM: not measured against the tiles)
+        if op == "aten.matmul.default" and ra == rb > 3 and tensor_meta(a).shape[:-2] == tensor_meta(b).shape[:-2] \
+                and tensor_meta(a).shape[-2] >= 64 and tensor_meta(b).shape[-1] >= 64:
+            return a, b, None, True, False
     elif op == "aten.einsum.default" and len(args) == 2 and len(args[1]) == 2 and _einsum_is_matmul(args[0]):
         a, b = args[1]
         if _float32(a, b) and ranks(b)[0] == 2:

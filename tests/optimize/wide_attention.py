@@ -14,7 +14,7 @@ class Model(torch.nn.Module):
 
 
 def get_inputs():
-    return [torch.rand(2, 3, 37, 160), torch.rand(2, 3, 29, 160), torch.rand(2, 3, 29, 136),
+    return [torch.rand(2, 3, 67, 160), torch.rand(2, 3, 65, 160), torch.rand(2, 3, 65, 136),
             torch.rand(2, 3, 21, 64), torch.rand(2, 3, 21, 64), torch.rand(2, 3, 21, 64)]
 
 
