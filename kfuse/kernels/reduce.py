@@ -657,6 +657,40 @@ __device__ __forceinline__ void pipelined(index_t r, index_t end, index_t step, 
     }
 }
 
+// A group's share of one slice [r0, r1) of a row (both row kernels): the scalar head [r0, v0), float4 groups up to
+// `tail` (each put in its `slot` of the row cache too, where the launch holds one), then the scalar tail.
+template <class R, typename index_t, class Slot>
+__device__ __forceinline__ void accumulate_slice(const typename R::args& A, const RGeom& g, const index_t* ob,
+                                                 index_t r0, index_t v0, index_t tail, index_t r1, int lane, int group,
+                                                 Slot slot, index_t stride, typename R::state& s) {
+    using state = typename R::state;
+    for (index_t r = r0 + lane; r < v0; r += group) R::template accumulate<index_t>(A, g, ob, r, s);
+    auto load4 = [&](index_t r) { return R::template load4<index_t>(A, g, ob, r); };
+    if constexpr (R::PARTIALS) {  // four independent chains, merged in order
+        state part[4] = {R::init(), R::init(), R::init(), R::init()};
+        pipelined(v0 + 4 * lane, tail, (index_t)(4 * group), load4, [&](const auto& q, index_t r) {
+            R::template accumulate4<index_t>(q, r, part, slot(r), stride);
+        });
+        for (int j = 0; j < 4; ++j) R::merge(s, part[j]);
+    } else {
+        pipelined(v0 + 4 * lane, tail, (index_t)(4 * group), load4, [&](const auto& q, index_t r) {
+            R::template accumulate4<index_t>(q, r, &s, slot(r), stride);
+        });
+    }
+    for (index_t r = tail + lane; r < r1; r += group) R::template accumulate<index_t>(A, g, ob, r, s);
+}
+// ... and its full-shape outputs, the float4 groups read from the row cache where the launch holds one.
+template <class R, typename index_t, class Slot>
+__device__ __forceinline__ void full_slice(const typename R::args& A, const RGeom& g, const index_t* ob, index_t r0,
+                                           index_t v0, index_t tail, index_t r1, int lane, int group, Slot slot,
+                                           index_t stride, const typename R::row& rv) {
+    for (index_t r = r0 + lane; r < v0; r += group) R::template full<index_t>(A, g, ob, r, rv);
+    pipelined(v0 + 4 * lane, tail, (index_t)(4 * group),
+              [&](index_t r) { return R::template full_load4<index_t>(A, g, ob, r, slot(r), stride); },
+              [&](const auto& q, index_t) { R::template full4<index_t>(A, ob, q, rv); });
+    for (index_t r = tail + lane; r < r1; r += group) R::template full<index_t>(A, g, ob, r, rv);
+}
+
 // A group of threads per row (stage 0: everything; 1: partial states of one slice into ws; 2: merge the row's
 // partial states, then write the slice).
 // CACHED: each thread keeps the float4s of the views the full phase reads again (R::CACHED of them) in shared
@@ -692,22 +726,7 @@ __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, 
         // the float4 slot of reduced index r (>= v0) in this thread's row cache, if the launch holds one
         auto slot = [&](index_t r) { return cache == nullptr ? nullptr : cache + (r - v0) / 4; };
         if constexpr (R::ACCUMULATES) {
-            if (stage != 2) {
-                for (index_t r = r0 + lane; r < v0; r += group) R::template accumulate<index_t>(A, g, ob, r, s);
-                auto load4 = [&](index_t r) { return R::template load4<index_t>(A, g, ob, r); };
-                if constexpr (R::PARTIALS) {  // four independent chains, merged in order
-                    state part[4] = {R::init(), R::init(), R::init(), R::init()};
-                    pipelined(v0 + 4 * lane, tail, (index_t)(4 * group), load4, [&](const auto& q, index_t r) {
-                        R::template accumulate4<index_t>(q, r, part, slot(r), stride);
-                    });
-                    for (int j = 0; j < 4; ++j) R::merge(s, part[j]);
-                } else {
-                    pipelined(v0 + 4 * lane, tail, (index_t)(4 * group), load4, [&](const auto& q, index_t r) {
-                        R::template accumulate4<index_t>(q, r, &s, slot(r), stride);
-                    });
-                }
-                for (index_t r = tail + lane; r < r1; r += group) R::template accumulate<index_t>(A, g, ob, r, s);
-            }
+            if (stage != 2) accumulate_slice<R>(A, g, ob, r0, v0, tail, r1, lane, group, slot, stride, s);
         }
         if (stage == 2) { for (int j = lane; j < splits; j += group) R::merge(s, ws[u - split + j]); }
         s = reduce_group<R>(s, group, red);
@@ -717,13 +736,7 @@ __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, 
         }
         const typename R::row rv = R::template finish<index_t>(A, g, s, (kf_acc)g.rlen, ob);
         if (live && split == 0 && lane == 0) R::template write_row<index_t>(A, s, rv, o, ob);
-        if constexpr (R::HAS_FULL) {
-            for (index_t r = r0 + lane; r < v0; r += group) R::template full<index_t>(A, g, ob, r, rv);
-            pipelined(v0 + 4 * lane, tail, (index_t)(4 * group),
-                      [&](index_t r) { return R::template full_load4<index_t>(A, g, ob, r, slot(r), stride); },
-                      [&](const auto& q, index_t) { R::template full4<index_t>(A, ob, q, rv); });
-            for (index_t r = tail + lane; r < r1; r += group) R::template full<index_t>(A, g, ob, r, rv);
-        }
+        if constexpr (R::HAS_FULL) full_slice<R>(A, g, ob, r0, v0, tail, r1, lane, group, slot, stride, rv);
     }
 }
 
@@ -782,22 +795,7 @@ __global__ void __launch_bounds__(CLUSTER_THREADS, 1) reduce_rows_cluster(typena
         const index_t tail = head < 0 ? r0 : v0 + ((r1 - v0) / 4) * 4;
         auto slot = [&](index_t r) { return reduce_row_cache + (r - v0) / 4; };
         state s = R::init();
-        if constexpr (R::ACCUMULATES) {
-            for (index_t r = r0 + lane; r < v0; r += group) R::template accumulate<index_t>(A, g, ob, r, s);
-            auto load4 = [&](index_t r) { return R::template load4<index_t>(A, g, ob, r); };
-            if constexpr (R::PARTIALS) {  // four independent chains, merged in order
-                state part[4] = {R::init(), R::init(), R::init(), R::init()};
-                pipelined(v0 + 4 * lane, tail, (index_t)(4 * group), load4, [&](const auto& q, index_t r) {
-                    R::template accumulate4<index_t>(q, r, part, slot(r), stride);
-                });
-                for (int j = 0; j < 4; ++j) R::merge(s, part[j]);
-            } else {
-                pipelined(v0 + 4 * lane, tail, (index_t)(4 * group), load4, [&](const auto& q, index_t r) {
-                    R::template accumulate4<index_t>(q, r, &s, slot(r), stride);
-                });
-            }
-            for (index_t r = tail + lane; r < r1; r += group) R::template accumulate<index_t>(A, g, ob, r, s);
-        }
+        if constexpr (R::ACCUMULATES) accumulate_slice<R>(A, g, ob, r0, v0, tail, r1, lane, group, slot, stride, s);
         s = reduce_group<R>(s, group, red);
         if (lane == 0) published[parity] = s;
         cluster_sync();  // every block's partial state published
@@ -806,13 +804,7 @@ __global__ void __launch_bounds__(CLUSTER_THREADS, 1) reduce_rows_cluster(typena
         t = reduce_group<R>(t, group, red);
         const typename R::row rv = R::template finish<index_t>(A, g, t, (kf_acc)g.rlen, ob);
         if (rank == 0 && lane == 0) R::template write_row<index_t>(A, t, rv, o, ob);
-        if constexpr (R::HAS_FULL) {
-            for (index_t r = r0 + lane; r < v0; r += group) R::template full<index_t>(A, g, ob, r, rv);
-            pipelined(v0 + 4 * lane, tail, (index_t)(4 * group),
-                      [&](index_t r) { return R::template full_load4<index_t>(A, g, ob, r, slot(r), stride); },
-                      [&](const auto& q, index_t) { R::template full4<index_t>(A, ob, q, rv); });
-            for (index_t r = tail + lane; r < r1; r += group) R::template full<index_t>(A, g, ob, r, rv);
-        }
+        if constexpr (R::HAS_FULL) full_slice<R>(A, g, ob, r0, v0, tail, r1, lane, group, slot, stride, rv);
     }
     cluster_sync();  // no block leaves while another may still read its partial state
 #endif
