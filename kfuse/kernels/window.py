@@ -927,8 +927,8 @@ class _Printer:
         """Row strips: outputs o{w} .. o{w} + 3 along the last dim, the others fixed. Each window row's span of
         input columns is loaded once (VEC floats at a time: source4 or source2, from the aligned column at or before
         the first window's start), every window reads its taps from registers in the per-output kernel's order (the
-        same bits), and one check decides whether the span lies inside the input: strips at an edge, or past the end, take point()
-        per output."""
+        same bits), and one check decides whether the span lies inside the input: strips at an edge, or past the
+        end, take point() per output."""
         spec, nd, n = self.k.spec, self.nd, self.n
         w = nd - 1
         o, c = self._coords("o"), self._coords("c")
