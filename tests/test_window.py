@@ -78,7 +78,7 @@ def test_average_pools_take_the_strip_kernel_and_match_pytorch_bit_for_bit(tmp_p
 
 
 def test_row_strip_pools_match_pytorch_bit_for_bit(tmp_path: Path):
-    """window.row_strip_loads: every max pool and 1D average pool of tests/optimize/row_strip_pools.py runs the
+    """window.takes_row_strips: every max pool and 1D average pool of tests/optimize/row_strip_pools.py runs the
     row-strip kernel (4 outputs a thread, 4-float loads of their span where every input's rows are 16-byte aligned,
     2-float loads where they are 8-byte aligned, the per-output path at the edges and for unaligned rows). Its windows are walked in the per-output kernel's order,
     so the pools equal PyTorch's bit for bit: aligned and odd lengths, strided inputs, NaNs (which win a max)."""

@@ -2089,6 +2089,21 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
             out.append(self._full_rows4())
         return "".join(out)
 
+    def _full_quad(self, read, row) -> tuple[str, str, str, str]:
+        """A four-element full phase's parts (both kernels): the quad's fields, its loads (`read(i)`: view i's
+        float4) and the outputs' offsets, the full body per lane (`row(j)`: lane j's row values) and a float4 store
+        per output."""
+        n = self.n
+        outs = list(range(self.nop, self.nviews))
+        fields = "".join(f" float4 q{i};" for i in self.full_views) + "".join(f" index_t e{i};" for i in outs)
+        loads = "".join(f"    Q.q{i} = {read(i)};\n" for i in self.full_views)
+        loads += "".join(f"    Q.e{i} = e[{i}];\n" for i in outs)
+        calls = "".join(f"    {n}_full_body({row(j)}, y{c}{''.join(f', Q.q{i}.{c}' for i in self.full_views)});\n"
+                        for j, c in enumerate("xyzw"))
+        stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{i}].data + ob[{i}] + Q.e{i}) = "
+                         f"make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n" for j, i in enumerate(outs))
+        return fields, loads, calls, stores
+
     def _full_rows4(self) -> str:
         """The rows kernel's full phase for four neighbouring elements, in two steps (kf::pipelined issues the
         next group's loads before this group's stores): the float4 of each view read (from the row cache where the
@@ -2097,16 +2112,10 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
         outs = list(range(self.nop, self.nviews))
         slot = {i: j for j, i in enumerate(self.cached)}
 
-        def one(i):
-            read = f"kfr_load4(A.v[{i}], g, ob[{i}] + e[{i}])"
-            return f"cache != nullptr ? {_slot(slot[i])} : {read}" if i in slot else read
-        fields = "".join(f" float4 q{i};" for i in self.full_views) + "".join(f" index_t e{i};" for i in outs)
-        loads = "".join(f"    Q.q{i} = {one(i)};\n" for i in self.full_views)
-        loads += "".join(f"    Q.e{i} = e[{i}];\n" for i in outs)
-        calls = "".join(f"    {n}_full_body(rv, y{c}{''.join(f', Q.q{i}.{c}' for i in self.full_views)});\n"
-                        for c in "xyzw")
-        stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{i}].data + ob[{i}] + Q.e{i}) = "
-                         f"make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n" for j, i in enumerate(outs))
+        def read(i):
+            load = f"kfr_load4(A.v[{i}], g, ob[{i}] + e[{i}])"
+            return f"cache != nullptr ? {_slot(slot[i])} : {load}" if i in slot else load
+        fields, loads, calls, stores = self._full_quad(read, lambda j: "rv")
         return (f"template <typename index_t>\nstruct {n}_full_quad {{{fields} }};\n"
                 f"template <typename index_t>\n__device__ __forceinline__ {n}_full_quad<index_t> {n}_full_load4("
                 f"const {n}_args& A, const kf::RGeom& g, const index_t* ob, index_t r, const float4* cache, "
@@ -2122,13 +2131,8 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
         values and a float4 store per full output."""
         n, nf = self.n, len(self.k.full_outputs)
         outs = list(range(self.nop, self.nviews))
-        fields = "".join(f" float4 q{i};" for i in self.full_views) + "".join(f" index_t e{i};" for i in outs)
-        loads = "".join(f"    Q.q{i} = kfr_load_cols4(A.v[{i}], g, ob[{i}] + e[{i}]);\n" for i in self.full_views)
-        loads += "".join(f"    Q.e{i} = e[{i}];\n" for i in outs)
-        calls = "".join(f"    {n}_full_body(rv[{j}], y{c}{''.join(f', Q.q{i}.{c}' for i in self.full_views)});\n"
-                        for j, c in enumerate("xyzw"))
-        stores = "".join(f"    *reinterpret_cast<float4*>(A.v[{i}].data + ob[{i}] + Q.e{i}) = "
-                         f"make_float4(yx[{j}], yy[{j}], yz[{j}], yw[{j}]);\n" for j, i in enumerate(outs))
+        fields, loads, calls, stores = self._full_quad(lambda i: f"kfr_load_cols4(A.v[{i}], g, ob[{i}] + e[{i}])",
+                                                       lambda j: f"rv[{j}]")
         return (f"template <typename index_t>\nstruct {n}_full_cols_quad {{{fields} }};\n"
                 f"template <typename index_t>\n__device__ __forceinline__ {n}_full_cols_quad<index_t> "
                 f"{n}_full_load_cols4(const {n}_args& A, const kf::RGeom& g, const index_t* ob, index_t r) {{\n"

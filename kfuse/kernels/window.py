@@ -568,12 +568,12 @@ def strip_length(spec: PoolSpec) -> int:
 # Row strips: a thread takes this many consecutive outputs along the last dim and loads the input columns their
 # windows span once, as 16-byte loads, where every input's rows are contiguous and aligned (checked at run time).
 ROW_STRIP = 4
-# ... as long as a window row's span stays in this many floats (registers).
+# ... as long as a window row's span (from the float4 before its first column) stays in this many floats (registers).
 ROW_STRIP_FLOATS = 64
 
 
-def row_strip_loads(kernel: WindowKernel) -> int:
-    """float4 loads per window row for the row-strip kernel, 0 where it does not apply. Max pools (without
+def takes_row_strips(kernel: WindowKernel) -> bool:
+    """Whether the pool may run the row-strip kernel (its vector width is chosen at run time). Max pools (without
     indices) and 1D average pools: one output per thread ran issue-bound (a MaxPool1d of 8 taps at 31% of the memory
     roofline, torch.compile's kernel 1.7x faster, H200): its index arithmetic, bounds checks and K scalar loads per
     output. A strip of 4 outputs finds its offsets once, reads its span with float4 loads that a warp covers
@@ -582,14 +582,13 @@ def row_strip_loads(kernel: WindowKernel) -> int:
     nd - 2 (strip_length)."""
     spec = kernel.spec
     if not isinstance(spec, PoolSpec) or spec.kind not in ("max", "avg") or kernel.index is not None:
-        return 0
+        return False
     if spec.kind == "avg" and spec.nd > 1:
-        return 0
+        return False
     if any(dtype != "float" for _, kind, dtype in kernel.inputs if kind == "in"):
-        return 0
+        return False
     floats = -spec.padding[-1] % 4 + (ROW_STRIP - 1) * spec.stride[-1] + (spec.kernel[-1] - 1) * spec.dilation[-1] + 1
-    loads = -(-floats // 4)
-    return loads if 4 * loads <= ROW_STRIP_FLOATS else 0
+    return -(-floats // 4) * 4 <= ROW_STRIP_FLOATS
 
 
 def kernel_name(kernel: WindowKernel) -> str:
@@ -850,7 +849,7 @@ class _Printer:
         self.pool = k.is_pool
         self.nd = k.spec.nd if self.pool else 1
         self.strip = strip_length(k.spec) if self.pool else 0
-        self.rows = row_strip_loads(k) if self.pool else 0
+        self.rows = self.pool and takes_row_strips(k)
 
     # -- element functions -------------------------------------------------------------------------------
     def _load(self, i: int, offset: str) -> str:
@@ -920,7 +919,8 @@ class _Printer:
             lines.append(f"    x[{lane}] = {names[k.source.name]};")
         params = "".join(f", index_t {c}" for c in coords)
         return (f"template <typename index_t>\n"
-                f"KF_INLINE void {self.n}_source{vec}(const {self.n}_args& A, const index_t* base{params}, float* x) {{\n"
+                f"KF_INLINE void {self.n}_source{vec}(const {self.n}_args& A, const index_t* base{params}, "
+                f"float* x) {{\n"
                 + "\n".join(lines) + "\n}\n")
 
     def row_fn(self) -> str:

@@ -1,4 +1,4 @@
-"""Max pools and 1D average pools on the row-strip kernel (window.row_strip_loads): strips of 4 outputs along the
+"""Max pools and 1D average pools on the row-strip kernel (window.takes_row_strips): strips of 4 outputs along the
 last dim reading their span with 4-float loads where every input's rows are aligned, the per-output path at the
 edges. 1D max pools with dilation, stride 1 and 2, padding not a multiple of 4; a 2D max pool (3x3, stride 2)
 after a producer chain with a per-channel operand and before a consumer; 1D average pools with and without
