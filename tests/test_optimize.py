@@ -106,11 +106,12 @@ EXPECTED = {
     # softmax(scale Q K^T [masked]) V multiplied out (as nn.MultiheadAttention does with its weights, or a causal
     # GPT with masked_fill(tril == 0, -inf)): one attention call
     "attention_as_products": ([["scaled_dot_product_attention"]] * 3, ["slice", "slice", "ne"]),  # (the mask: tril != 0)
-    # attention with head dims past kfuse's kernel (160, 136): two batched GEMMs around the softmax, the default
-    # scale read from Q at run time (1 / sqrt of a sum of ones over one of its rows); a head dim of 64 stays one kernel
-    "wide_attention": ([["sum", "rsqrt"], ["matmul"], ["mul", "_softmax"], ["matmul"], ["matmul"], ["mul", "_softmax"],
-                        ["matmul"], ["scaled_dot_product_attention"]],
-                       ["select", "select", "select", "ones_like", "transpose", "transpose"]),
+    # attention with head dims past kfuse's kernel (160, 136): products around the softmax, the default scale read
+    # from Q at run time (1 / sqrt of a sum of ones over one of its rows); the scores (K = 160) on kfuse's batched
+    # GEMM, the products with V (K = 65, under gemm.LONG_K) on cuBLAS's; a head dim of 64 stays one kernel
+    "wide_attention": ([["sum", "rsqrt"], ["matmul"], ["mul", "_softmax"], ["matmul"], ["mul", "_softmax"],
+                        ["scaled_dot_product_attention"]],
+                       ["select", "select", "select", "ones_like", "transpose", "matmul", "transpose", "matmul"]),
     # pooling and scans (kfuse/kernels/window.py): producers computed per window element, consumers before the write;
     # the global average pool is a mean (a reduction), the general adaptive one a pooling kernel; a convolution's
     # bias moves into the pool's kernel

@@ -82,6 +82,11 @@ def _einsum_is_matmul(equation: str) -> bool:
             and y[1] not in x and "." not in equation)
 
 
+# The shortest K at which a 4D product of attention runs on kfuse's tiles rather than cuBLAS's batched GEMM (_form):
+# four K tiles of 32 (K = 64 measured slower, 512 and 1,024 faster; between them not measured).
+LONG_K = 128
+
+
 def _form(node: torch.fx.Node) -> tuple | None:
     """(a, b, bias, batched, b_transposed) for a GEMM the template covers, else None."""
     op, args, kwargs = str(node.target), node.args, node.kwargs
@@ -101,9 +106,13 @@ def _form(node: torch.fx.Node) -> tuple | None:
         if (ra, rb) == (3, 3):
             return a, b, None, True, False
         # attention's products over (batch, heads): the batch dims as one, where each product fills 64 x 64 tiles (a
-        # window attention's 49 x 49 scores, Swin's, stay cuBLAS's batched GEMM: not measured against the tiles)
+        # window attention's 49 x 49 scores, Swin's, stay cuBLAS's batched GEMM: not measured against the tiles) and
+        # K is long. The Hopper kernel runs one block per SM and fills its TMA pipeline once per output tile: at
+        # K = 64 (two K tiles) 12,288 tiles of 128 x 128 scores took 2.99 ms against cuBLAS's 1.17 (run r's profile
+        # of 50_ReLUSelfAttention, H200); at K = 512 and 1,024 the tiles beat cuBLAS (97: 25.1 -> 16.3 ms).
         if op == "aten.matmul.default" and ra == rb > 3 and tensor_meta(a).shape[:-2] == tensor_meta(b).shape[:-2] \
-                and tensor_meta(a).shape[-2] >= 64 and tensor_meta(b).shape[-1] >= 64:
+                and tensor_meta(a).shape[-2] >= 64 and tensor_meta(b).shape[-1] >= 64 \
+                and tensor_meta(a).shape[-1] >= LONG_K:
             return a, b, None, True, False
     elif op == "aten.einsum.default" and len(args) == 2 and len(args[1]) == 2 and _einsum_is_matmul(args[0]):
         a, b = args[1]
