@@ -198,22 +198,6 @@ def test_light_column_kernels_fit_their_launch_bounds_without_spilling(tmp_path_
         assert registers <= (64 if re.search(r"fused_(sum|mean|amin)_reductioniLi1E", name) else 32), (name, registers)
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
-def test_rows_too_long_for_a_block_take_a_cluster_kernel_within_its_registers(tmp_path_factory):
-    """A reduction that caches its rows in shared memory (an instance norm) carries the cluster kernel for rows
-    longer than one block's cache (reduce.py: launch_rows_cluster, sm_90); with 32-bit indices its 1024 threads a
-    block fit 64 registers without spilling (one block per SM, all its warps)."""
-    _, text = sources("instance_norm")
-    assert "launch_rows_cluster<R, index_t>(A, g, sms, cache_bytes, stream)" in text["CUDA_SOURCE"]
-    cluster = {name: entry for name, entry in ptxas_entries(text["CUDA_SOURCE"], tmp_path_factory).items()
-               if "reduce_rows_clusterI" in name and "_reductioniEE" in name}
-    assert cluster, "no 32-bit cluster kernel"
-    for name, entry in cluster.items():
-        registers = int(entry.split(" registers")[0].rsplit(None, 1)[-1])
-        spills = int(entry.split(" bytes spill stores")[0].rsplit(None, 1)[-1])
-        assert registers <= 64 and spills == 0, (name, registers, spills)
-
-
 # How an emitted file with a Hopper kernel is built where every GPU is an sm_90 one (its ARCH_FLAGS): sm_90a code
 # alone, without the mma.sync fallback for other GPUs (test_nvcc_compiles_the_gemm_fallback_for_other_gpus's)
 HOPPER_BUILD = ["-gencode=arch=compute_90a,code=sm_90a", "-DKF_SM90A", "-DKF_ONLY_SM90A"]

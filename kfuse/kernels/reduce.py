@@ -740,129 +740,6 @@ __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, 
     }
 }
 
-// Rows too long for one block's shared memory but within a cluster's (sm_90: up to 8 blocks on neighbouring SMs,
-// each reading the others' shared memory). Each block of a cluster takes one slice of the row (its rank's) and keeps
-// it in its shared memory while accumulating; it publishes its partial state there, and after a cluster barrier
-// every block merges the cluster's partial states (read from the others' shared memory, in rank order: the same
-// state in every block) and writes its slice from its cache. The row comes from DRAM once; split launches read it
-// twice (log_softmax over 4096 rows of 393216 floats: three passes of memory traffic where two suffice).
-__device__ __forceinline__ void cluster_sync() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-#endif
-}
-// `*p` in the shared memory of the cluster's block `rank` (p: this block's copy of the variable).
-template <class State>
-__device__ __forceinline__ State cluster_read(const State* p, uint32_t rank) {
-    State t;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const uint32_t local = (uint32_t)__cvta_generic_to_shared(p);
-    uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
-    int* out = reinterpret_cast<int*>(&t);
-#pragma unroll
-    for (int i = 0; i < (int)(sizeof(State) / 4); ++i)
-        asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(out[i]) : "r"(remote + 4 * i) : "memory");
-#else
-    t = *p;
-#endif
-    return t;
-}
-// Two blocks per SM, of different clusters: while one waits at its cluster barrier or writes its row, the other reads
-// (one block of 1024 threads per SM left DRAM 60% idle: 34_InstanceNorm, ncu, H200).
-constexpr int CLUSTER_THREADS = 512, CLUSTER_BLOCKS_PER_SM = 2;
-template <class R, typename index_t>
-__global__ void __launch_bounds__(CLUSTER_THREADS, CLUSTER_BLOCKS_PER_SM) reduce_rows_cluster(typename R::args A, RGeom g, int ranks) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    using state = typename R::state;
-    __shared__ state red[32];
-    __shared__ state published[2];  // this block's partial state, by row parity: a row's merge overlaps no write
-    extern __shared__ float4 reduce_row_cache[];
-    uint32_t rank, cluster, clusters;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-    asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(cluster));
-    asm volatile("mov.u32 %0, %%nclusterid.x;" : "=r"(clusters));
-    const int group = blockDim.x, lane = threadIdx.x;
-    const index_t chunk = (index_t)((((g.rlen + ranks - 1) / ranks) + 3) / 4 * 4);
-    const index_t stride = chunk / 4;  // float4 slots per view in this block's cache
-    const int64_t first = (int64_t)rank * chunk, last = first + chunk;
-    const index_t r0 = (index_t)(first < g.rlen ? first : g.rlen), r1 = (index_t)(last < g.rlen ? last : g.rlen);
-    int parity = 0;
-    for (int64_t row = cluster; row < g.rows; row += clusters, parity ^= 1) {
-        const index_t o = (index_t)row;
-        index_t ob[R::VIEWS];
-        R::template row_offsets<index_t>(A, g, o, ob);
-        const int head = R::template vec_head<index_t>(A, g, ob, r0);
-        const index_t v0 = head < 0 ? r0 : (r0 + head < r1 ? r0 + head : r1);
-        const index_t tail = head < 0 ? r0 : v0 + ((r1 - v0) / 4) * 4;
-        auto slot = [&](index_t r) { return reduce_row_cache + (r - v0) / 4; };
-        state s = R::init();
-        if constexpr (R::ACCUMULATES) accumulate_slice<R>(A, g, ob, r0, v0, tail, r1, lane, group, slot, stride, s);
-        s = reduce_group<R>(s, group, red);
-        if (lane == 0) published[parity] = s;
-        cluster_sync();  // every block's partial state published
-        state t = R::init();
-        for (int j = lane; j < ranks; j += group) R::merge(t, cluster_read(&published[parity], (uint32_t)j));
-        t = reduce_group<R>(t, group, red);
-        const typename R::row rv = R::template finish<index_t>(A, g, t, (kf_acc)g.rlen, ob);
-        if (rank == 0 && lane == 0) R::template write_row<index_t>(A, t, rv, o, ob);
-        if constexpr (R::HAS_FULL) full_slice<R>(A, g, ob, r0, v0, tail, r1, lane, group, slot, stride, rv);
-    }
-    cluster_sync();  // no block leaves while another may still read its partial state
-#endif
-}
-// The cluster launch where the GPU has clusters (sm_90) and the row's slices fit: false where it cannot (the caller
-// launches otherwise). One cluster per row at a time, as many clusters as are resident at once; 16 blocks a cluster
-// (beyond the portable 8) where a row needs them.
-template <class R, typename index_t>
-bool launch_rows_cluster(const typename R::args& A, const RGeom& g, int sms, int64_t cache_bytes, cudaStream_t stream) {
-    constexpr int64_t most = 100 * 1024;  // a slice's bytes: two blocks per SM with their static shared memory (227 KB)
-    int ranks = 2;
-    while (ranks < 16 && cache_bytes > most * ranks) ranks *= 2;
-    const int64_t chunk = ((g.rlen + ranks - 1) / ranks + 3) / 4 * 4;
-    const int64_t slice = (int64_t)R::CACHED * chunk * 4;
-    static int major = -1;
-    if (major < 0) {
-        int device = 0;
-        if (cudaGetDevice(&device) != cudaSuccess ||
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) major = 0;
-    }
-    // enough rows to keep every resident cluster busy (else split launches fill the GPU better), and rows of at least
-    // 256 KB: a cluster barrier per row costs the slowest block's lag, and shorter rows' second read partly hits L2
-    if (major < 9 || slice > most || g.rows < (int64_t)2 * sms || cache_bytes < 256 * 1024) return false;
-    auto kernel = reduce_rows_cluster<R, index_t>;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)slice) != cudaSuccess ||
-        (ranks > 8 && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    cudaLaunchConfig_t config = {};
-    cudaLaunchAttribute attribute[1];
-    attribute[0].id = cudaLaunchAttributeClusterDimension;
-    attribute[0].val.clusterDim.x = ranks;
-    attribute[0].val.clusterDim.y = 1;
-    attribute[0].val.clusterDim.z = 1;
-    config.blockDim = dim3(CLUSTER_THREADS);
-    config.dynamicSmemBytes = (size_t)slice;
-    config.stream = stream;
-    config.attrs = attribute;
-    config.numAttrs = 1;
-    config.gridDim = dim3(ranks);
-    static int resident[5][129] = {};  // clusters resident at once, per cluster size (log2) and slice KB (0: not asked)
-    int& clusters = resident[__builtin_ctz((unsigned)ranks)][(slice + 1023) / 1024];
-    if (clusters == 0 && (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess || clusters < 1)) {
-        (void)cudaGetLastError();
-        clusters = -1;
-    }
-    if (clusters < 0) return false;
-    config.gridDim = dim3((unsigned)(ranks * std::min<int64_t>(clusters, g.rows)));
-    if (cudaLaunchKernelEx(&config, kernel, A, g, ranks) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    return true;
-}
-
 // WIDTH 1: 32 neighbouring rows per block (threadIdx.x), the reduced range strided over threadIdx.y (8 threads):
 // coalesced when the kept dim is the contiguous one. WIDTH 4: the same with four neighbouring rows per thread (a
 // float4 per view along the contiguous kept dim: 128 rows per block), for views that allow it (R::cols4_ok) and rows
@@ -1030,8 +907,6 @@ void reduce_launch_t(const typename R::args& A, const RGeom& g, int sms, void* w
             }
             (void)cudaGetLastError();
         }
-        if (c.group == (int)c.threads && cache_bytes > most &&
-            launch_rows_cluster<R, index_t>(A, g, sms, cache_bytes, stream)) return;
     }
     static int per_sm[17] = {};
     auto rows = reduce_rows<R, index_t, false>;
@@ -1063,8 +938,6 @@ def reduce_drivers_cuda(light: bool, cached: bool) -> str:
                 "inline auto reduce_cols_kernel() { return reduce_cols<R, index_t, WIDTH, NY>; }\n\n" + text[end:])
     if not cached:
         start, end = text.index("    if constexpr (R::CACHED > 0) {"), text.index("    static int per_sm[17] = {};")
-        text = text[:start] + text[end:]
-        start, end = text.index("// Rows too long for one block's"), text.index("// WIDTH 1: 32 neighbouring rows")
         text = text[:start] + text[end:]
     return text
 
