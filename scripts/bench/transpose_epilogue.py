@@ -13,6 +13,7 @@ Variants, each checked bitwise against torch on this size and on an irregular on
 - tile32_c_fastest: the same, grid ordered channel tiles fastest (blocks in flight share spatial rows);
 - strip4: one block per 32 channels x 128 positions (four tiles in turn: 512-byte runs per output plane);
 - allc: one block per 32 positions x all channels (each input row read whole, 256 bytes at C = 64);
+- tile32_images: tile32 with each block walking several images (about 16K blocks in all);
 and, for scale, ATen's channels-last -> contiguous copy and the NCHW epilogue (contiguous in, contiguous out).
 Also timed at (32, 64, 513, 513): an odd number of positions, where kfuse takes the 32 x 32 scalar tile
 (level2/5_ConvTranspose2d_Subtract_Tanh's epilogue: 2.37 ms against torch.compile's 1.10 for the same bytes, run r).
@@ -35,6 +36,7 @@ from kfuse.problem import L2Flush, time_one_call  # noqa: E402
 
 CUDA = r"""
 #include <cuda_runtime.h>
+#include <algorithm>
 #include <cstdint>
 
 __device__ __forceinline__ float epi(float x, float cb, float b) { return fmaxf(x + cb, 0.0f) + b; }
@@ -126,6 +128,19 @@ __global__ void allc(const float* src, const float* cb, const float* b, int C, i
     }
 }
 
+// tile32 walking images: gridDim.z images a block in turn (kfuse's emitted launch on branch
+// channels-last-epilogue-grid: about 16K blocks in all, not one tile a block)
+__global__ void tile32_images(const float* src, const float* cb, const float* b, int N, int C, int S, float* out) {
+    __shared__ float tile[32][33];
+    const int s0 = blockIdx.x * 32, c0 = blockIdx.y * 32;
+    for (int n = blockIdx.z; n < N; n += gridDim.z) {
+        load_tile(tile, src + (int64_t)n * S * C, s0, c0, C, S);
+        __syncthreads();
+        store_tile(tile, cb, b, s0, c0, C, S, n, out);
+        __syncthreads();
+    }
+}
+
 // the NCHW epilogue for scale: contiguous in, contiguous out, 4 at a time
 __global__ void nchw_vec4(const float* x, const float* cb, const float* b, int C, int S, int64_t groups,
                           float* out) {
@@ -157,6 +172,12 @@ void run(int64_t variant, const float* src, const float* cb, const float* b, int
             nchw_vec4<<<(unsigned)((groups + 255) / 256), 256, 0, stream>>>(src, cb, b, (int)C, S, groups, out);
             break;
         }
+        case 6: {
+            const int64_t tiles = (int64_t)stiles * ctiles;
+            const unsigned images = (unsigned)std::max<int64_t>(1, std::min<int64_t>(N, (16384 + tiles - 1) / tiles));
+            tile32_images<<<dim3(stiles, ctiles, images), threads, 0, stream>>>(src, cb, b, (int)N, (int)C, S, out);
+            break;
+        }
     }
 }
 """
@@ -174,7 +195,7 @@ void launch(int64_t variant, torch::Tensor src, torch::Tensor cb, torch::Tensor 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("launch", &launch); }
 """
 
-VARIANTS = ["tile32_div", "tile32", "tile32_c_fastest", "strip4", "allc", "nchw_vec4 (for scale)"]
+VARIANTS = ["tile32_div", "tile32", "tile32_c_fastest", "strip4", "allc", "nchw_vec4 (for scale)", "tile32_images"]
 
 
 def timed(fn, flush: L2Flush, trials: int = 30) -> float:
