@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -37,7 +36,8 @@ import torch
 from torch.utils.cpp_extension import load_inline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from kfuse.problem import L2Flush, time_one_call  # noqa: E402
+from kfuse.problem import L2Flush  # noqa: E402
+from transpose_epilogue import timed  # noqa: E402  (the judge's timing of one call, a median)
 
 CUDA = r"""
 #include <cuda_runtime.h>
@@ -228,13 +228,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("launch", &launch); }
 VARIANTS = ["kfuse", "rcp", "walk", "walk_rcp", "shifted", "shifted_4", "kfuse_occ3", "kfuse_occ2"]
 
 
-def timed(fn, flush: L2Flush, trials: int = 20) -> float:
-    """Median ms of `trials` calls, each timed as the judge times one (kfuse.problem.time_one_call)."""
-    for _ in range(3):
-        fn()
-    return statistics.median(time_one_call(fn, torch.device("cuda"), flush)[0] for _ in range(trials))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json")
@@ -261,7 +254,7 @@ def main() -> None:
             torch.cuda.synchronize()
             err_mean = ((mean.double() - want_mean).abs() / want_mean.abs()).max().item()
             err_var = ((var.double() - want_var).abs() / want_var.abs()).max().item()
-            ms = timed(lambda: ext.launch(v, x, splits, blocks, partial, mean, var), flush) if big else None
+            ms = timed(lambda: ext.launch(v, x, splits, blocks, partial, mean, var), flush, trials=20) if big else None
             rows.append({"shape": list(shape), "variant": name, "mean_rel_err": err_mean, "var_rel_err": err_var,
                          "ms": ms, "GB/s": gb / ms * 1e3 if ms else None})
             print(f"{name:12s} mean err {err_mean:.1e} var err {err_var:.1e}"
@@ -270,7 +263,7 @@ def main() -> None:
             compiled = torch.compile(lambda t: torch.var_mean(t, dim=(0, 2, 3), unbiased=False))
             for name, fn in [("ATen var_mean", lambda: torch.var_mean(x, dim=(0, 2, 3), unbiased=False)),
                              ("torch.compile var_mean", lambda: compiled(x))]:
-                ms = timed(fn, flush)
+                ms = timed(fn, flush, trials=20)
                 rows.append({"shape": list(shape), "variant": name, "ms": ms, "GB/s": gb / ms * 1e3})
                 print(f"{name:24s} {ms:.3f} ms  {gb / ms * 1e3:.0f} GB/s", flush=True)
     if args.json:
