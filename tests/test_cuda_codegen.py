@@ -198,6 +198,23 @@ def test_light_column_kernels_fit_their_launch_bounds_without_spilling(tmp_path_
         assert registers <= (64 if re.search(r"fused_(sum|mean|amin)_reductioniLi1E", name) else 32), (name, registers)
 
 
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_split_row_stages_run_their_own_lighter_kernels(tmp_path_factory):
+    """A split or two-pass row reduction launches one instantiation per stage: the partials kernel, compiled without
+    the merge and full phases, holds a BatchNorm's statistics at 40 registers or fewer (three 512-thread blocks an
+    SM), where the kernel for every stage needs more (64 with 32-bit indexing: two blocks an SM)."""
+    _, text = sources("batchnorm_relu")
+    cuda = text["CUDA_SOURCE"]
+    assert "reduce_rows<R, index_t, false, 1>" in cuda and "reduce_rows<R, index_t, false, 2>" in cuda
+    registers = {}
+    for name, entry in ptxas_entries(cuda, tmp_path_factory).items():
+        found = re.search(r"reduce_rowsI\d+fused_\w+_reductioniLb0ELi(\d)E", name)
+        if found:
+            registers[int(found.group(1))] = int(entry.split(" registers")[0].rsplit(None, 1)[-1])
+    assert set(registers) == {0, 1, 2}, registers
+    assert registers[1] <= 40 < registers[0], registers
+
+
 # How an emitted file with a Hopper kernel is built where every GPU is an sm_90 one (its ARCH_FLAGS): sm_90a code
 # alone, without the mma.sync fallback for other GPUs (test_nvcc_compiles_the_gemm_fallback_for_other_gpus's)
 HOPPER_BUILD = ["-gencode=arch=compute_90a,code=sm_90a", "-DKF_SM90A", "-DKF_ONLY_SM90A"]

@@ -676,9 +676,12 @@ void {kernel.name}_launch_from_channels_last(const kf::Operand* o, const kf::Sha
         else {kernel.name}_from_channels_last4<int64_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
         return;
     }}
+    // about 16K blocks, each walking several images, where one tile a block would make millions of blocks, each
+    // with its set-up for four elements a thread (a 513 x 513 transposed convolution's 32 x 64 x 263169 result)
     const dim3 threads(32, 8);
+    const int64_t tiles = ((spatial + 31) / 32) * ((channels + 31) / 32);
     const dim3 blocks((unsigned)((spatial + 31) / 32), (unsigned)((channels + 31) / 32),
-                      (unsigned)std::min<int64_t>(shape.sizes[0], 65535));
+                      (unsigned)std::min<int64_t>(std::min<int64_t>(shape.sizes[0], 65535), (16384 + tiles - 1) / tiles));
     if (small_index && !general) {kernel.name}_from_channels_last<int32_t, false><<<blocks, threads, 0, stream>>>({args}, shape, out);
     else if (small_index) {kernel.name}_from_channels_last<int32_t, true><<<blocks, threads, 0, stream>>>({args}, shape, out);
     else if (!general) {kernel.name}_from_channels_last<int64_t, false><<<blocks, threads, 0, stream>>>({args}, shape, out);

@@ -481,7 +481,7 @@ inline void reduce_total(const float* rows, const float* weights, int64_t n, boo
 # Launch shapes for CUDA (in the .cu file, next to the kernels).
 REDUCE_DEVICE_RUNTIME = r"""
 namespace kf {
-struct RConfig { bool column; int width; int group; int splits; unsigned blocks; unsigned threads; };
+struct RConfig { bool column; int width; int group; int splits; unsigned blocks; unsigned threads; bool two_pass; };
 // column: the kept dim is the contiguous one (a 32x8 block covers 32 rows, or 128 when each thread takes `width`
 // 4 neighbouring rows a float4 at a time; `group` 8 threads along the reduced range, or 1 in 256 x 1 blocks); else
 // `group` threads per row (4-16 lanes of a warp for rows of up to 64, a float4 each; a warp for short rows and for
@@ -492,6 +492,7 @@ inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms, bo
     c.column = column;
     c.width = width;
     c.splits = 1;
+    c.two_pass = false;
     const int64_t target = (int64_t)sms * 4;  // blocks wanted in flight
     if (column) {
         // short reductions with no full-shape output (thin_ok) over enough rows to fill the GPU: a thread per row
@@ -525,6 +526,12 @@ inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms, bo
         // another 6%: H200, results/devset-H200-2026-11-28-p.)
         if (g.rows < target && g.rlen >= (int64_t)16 * c.group)
             c.splits = (int)std::max<int64_t>(1, std::min<int64_t>((8 * target + g.rows - 1) / g.rows, g.rlen / (8 * c.group)));
+        // Rows too long for a block's shared memory (more than 32K floats) with a full-shape output: the statistics
+        // in one launch (the partials kernel: 40 registers, three 512-thread blocks an SM), the merge and the full
+        // phase in a second, rather than both phases in one 64-register kernel at two blocks an SM, whose one float4
+        // in flight a thread read the row at a third of DRAM's bandwidth (H200: a group norm over 1024 rows of
+        // 258064 floats after a sigmoid, 2.13 ms against torch.compile's two kernels' 1.07).
+        if (c.splits == 1 && !thin_ok && g.rlen > 32768) c.two_pass = true;
         c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>(g.rows * c.splits, (int64_t)sms * (2048 / c.group)));
     }
     return c;
@@ -695,7 +702,11 @@ __device__ __forceinline__ void full_slice(const typename R::args& A, const RGeo
 // partial states, then write the slice).
 // CACHED: each thread keeps the float4s of the views the full phase reads again (R::CACHED of them) in shared
 // memory (its own slots: no barrier), so that phase reads them there, not from DRAM or L2: one row per block, stage 0.
-template <class R, typename index_t, bool CACHED>
+// ONLY: the instantiation for one stage of a split launch (1 or 2), compiled without the other's phases: the one
+// that runs every stage held a BatchNorm's statistics pass at 64 registers, two 512-thread blocks an SM, 55% of
+// DRAM's bandwidth (H200: results/devset-H200-2026-11-28-r/ncu-33_BatchNorm-stats.txt), and a group norm after a
+// sigmoid at 96 registers, one block an SM.
+template <class R, typename index_t, bool CACHED, int ONLY = 0>
 __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, int stage, typename R::state* ws) {
     using state = typename R::state;
     __shared__ state red[32];
@@ -725,18 +736,22 @@ __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, 
         state s = R::init();
         // the float4 slot of reduced index r (>= v0) in this thread's row cache, if the launch holds one
         auto slot = [&](index_t r) { return cache == nullptr ? nullptr : cache + (r - v0) / 4; };
-        if constexpr (R::ACCUMULATES) {
+        if constexpr (R::ACCUMULATES && ONLY != 2) {
             if (stage != 2) accumulate_slice<R>(A, g, ob, r0, v0, tail, r1, lane, group, slot, stride, s);
         }
-        if (stage == 2) { for (int j = lane; j < splits; j += group) R::merge(s, ws[u - split + j]); }
+        if constexpr (ONLY != 1) {
+            if (stage == 2) { for (int j = lane; j < splits; j += group) R::merge(s, ws[u - split + j]); }
+        }
         s = reduce_group<R>(s, group, red);
-        if (stage == 1) {
+        if (ONLY == 1 || stage == 1) {
             if (live && lane == 0) ws[u] = s;
             continue;
         }
-        const typename R::row rv = R::template finish<index_t>(A, g, s, (kf_acc)g.rlen, ob);
-        if (live && split == 0 && lane == 0) R::template write_row<index_t>(A, s, rv, o, ob);
-        if constexpr (R::HAS_FULL) full_slice<R>(A, g, ob, r0, v0, tail, r1, lane, group, slot, stride, rv);
+        if constexpr (ONLY != 1) {
+            const typename R::row rv = R::template finish<index_t>(A, g, s, (kf_acc)g.rlen, ob);
+            if (live && split == 0 && lane == 0) R::template write_row<index_t>(A, s, rv, o, ob);
+            if constexpr (R::HAS_FULL) full_slice<R>(A, g, ob, r0, v0, tail, r1, lane, group, slot, stride, rv);
+        }
     }
 }
 
@@ -864,7 +879,7 @@ RConfig reduce_config_of(const typename R::args& A, const RGeom& g, int sms) {
 template <class R>
 int64_t reduce_workspace(const typename R::args& A, const RGeom& g, int sms) {
     const RConfig c = reduce_config_of<R>(A, g, sms);
-    return c.splits > 1 ? g.rows * c.splits * (int64_t)sizeof(typename R::state) : 0;
+    return c.splits > 1 || c.two_pass ? g.rows * c.splits * (int64_t)sizeof(typename R::state) : 0;
 }
 
 template <class R, typename index_t>
@@ -887,7 +902,6 @@ void reduce_launch_t(const typename R::args& A, const RGeom& g, int sms, void* w
         return;
     }
     // Unsplit row launches: at most one full wave (blocks resident at once per SM, per block size, found once).
-    // Split ones keep their grid: cut to a wave, LayerNorm over 128 rows of 4M lost 2.4%.
     if constexpr (R::CACHED > 0) {
         // The row held in shared memory where one row per block fits three blocks per SM, 512 threads a row past
         // 8192 floats (H100, results/softmax-rows-H100-2026-11-27/: softmax over 2^15 rows of 16384 floats 2.23 ->
@@ -908,15 +922,27 @@ void reduce_launch_t(const typename R::args& A, const RGeom& g, int sms, void* w
             (void)cudaGetLastError();
         }
     }
-    static int per_sm[17] = {};
-    auto rows = reduce_rows<R, index_t, false>;
-    const unsigned blocks = c.splits > 1 ? c.blocks : one_wave(rows, c.threads, sms, c.blocks, per_sm[c.threads / 64]);
-    if (c.splits == 1) {
-        rows<<<blocks, c.threads, 0, stream>>>(A, g, c.group, 1, 0, states);
-    } else {
-        rows<<<blocks, c.threads, 0, stream>>>(A, g, c.group, c.splits, 1, states);
-        rows<<<blocks, c.threads, 0, stream>>>(A, g, c.group, c.splits, 2, states);
+    if (c.splits == 1 && !c.two_pass) {
+        static int per_sm[17] = {};
+        auto rows = reduce_rows<R, index_t, false>;
+        rows<<<one_wave(rows, c.threads, sms, c.blocks, per_sm[c.threads / 64]), c.threads, 0, stream>>>(
+            A, g, c.group, 1, 0, states);
+        return;
     }
+    // Each stage's own kernel, which may fit more blocks an SM than the one for all stages. The partials run at most
+    // one wave, so that no part of a wave runs alone at the end; a split merge keeps its grid (cut to a wave, a
+    // LayerNorm over 128 rows of 4M lost 2.4%). The merge and full phase in blocks of at most 256 threads (a group
+    // of threads per slice as wide, the slices the partials' own): a heavy epilogue's registers (80 after a group
+    // norm's sigmoid) leave room for one 512-thread block an SM but three of 256. (Long rows: c.group is c.threads.)
+    static int stage_per_sm[2][17] = {};
+    auto partials = reduce_rows<R, index_t, false, 1>;
+    auto merge_full = reduce_rows<R, index_t, false, 2>;
+    const unsigned first = one_wave(partials, c.threads, sms, c.blocks, stage_per_sm[0][c.threads / 64]);
+    const int narrow = (int)std::min(c.threads, 256u);
+    const unsigned wanted = (unsigned)std::max<int64_t>(1, std::min<int64_t>(g.rows * c.splits, (int64_t)sms * (2048 / narrow)));
+    const unsigned second = c.splits > 1 ? wanted : one_wave(merge_full, narrow, sms, wanted, stage_per_sm[1][narrow / 64]);
+    partials<<<first, c.threads, 0, stream>>>(A, g, c.group, c.splits, 1, states);
+    merge_full<<<second, narrow, 0, stream>>>(A, g, narrow, c.splits, 2, states);
 }
 
 template <class R>
@@ -937,7 +963,7 @@ def reduce_drivers_cuda(light: bool, cached: bool) -> str:
         text = (text[:start] + "template <class R, typename index_t, int WIDTH, int NY = 8>\n"
                 "inline auto reduce_cols_kernel() { return reduce_cols<R, index_t, WIDTH, NY>; }\n\n" + text[end:])
     if not cached:
-        start, end = text.index("    if constexpr (R::CACHED > 0) {"), text.index("    static int per_sm[17] = {};")
+        start, end = text.index("    if constexpr (R::CACHED > 0) {"), text.index("    if (c.splits == 1 && !c.two_pass) {")
         text = text[:start] + text[end:]
     return text
 
