@@ -922,27 +922,38 @@ void reduce_launch_t(const typename R::args& A, const RGeom& g, int sms, void* w
             (void)cudaGetLastError();
         }
     }
+    static int per_sm[17] = {};
+    auto rows = reduce_rows<R, index_t, false>;
     if (c.splits == 1 && !c.two_pass) {
-        static int per_sm[17] = {};
-        auto rows = reduce_rows<R, index_t, false>;
         rows<<<one_wave(rows, c.threads, sms, c.blocks, per_sm[c.threads / 64]), c.threads, 0, stream>>>(
             A, g, c.group, 1, 0, states);
         return;
     }
-    // Each stage's own kernel, which may fit more blocks an SM than the one for all stages. The partials run at most
-    // one wave, so that no part of a wave runs alone at the end; a split merge keeps its grid (cut to a wave, a
-    // LayerNorm over 128 rows of 4M lost 2.4%). The merge and full phase in blocks of at most 256 threads (a group
-    // of threads per slice as wide, the slices the partials' own): a heavy epilogue's registers (80 after a group
-    // norm's sigmoid) leave room for one 512-thread block an SM but three of 256. (Long rows: c.group is c.threads.)
-    static int stage_per_sm[2][17] = {};
-    auto partials = reduce_rows<R, index_t, false, 1>;
-    auto merge_full = reduce_rows<R, index_t, false, 2>;
-    const unsigned first = one_wave(partials, c.threads, sms, c.blocks, stage_per_sm[0][c.threads / 64]);
-    const int narrow = (int)std::min(c.threads, 256u);
-    const unsigned wanted = (unsigned)std::max<int64_t>(1, std::min<int64_t>(g.rows * c.splits, (int64_t)sms * (2048 / narrow)));
-    const unsigned second = c.splits > 1 ? wanted : one_wave(merge_full, narrow, sms, wanted, stage_per_sm[1][narrow / 64]);
-    partials<<<first, c.threads, 0, stream>>>(A, g, c.group, c.splits, 1, states);
-    merge_full<<<second, narrow, 0, stream>>>(A, g, narrow, c.splits, 2, states);
+    if constexpr (sizeof(index_t) > 4) {
+        // 64-bit indexing (8 GB tensors): the kernel of every stage for both launches, so that no file builds two
+        // more instantiations of each reduction for sizes it rarely meets (nvcc on a BatchNorm file's device code:
+        // 4 s before the stage kernels, 17 s with them for both index types, 5 s for 32-bit indexing only)
+        rows<<<c.blocks, c.threads, 0, stream>>>(A, g, c.group, c.splits, 1, states);
+        rows<<<c.blocks, c.threads, 0, stream>>>(A, g, c.group, c.splits, 2, states);
+    } else {
+        // Each stage's own kernel, which may fit more blocks an SM than the one for all stages. The partials run at
+        // most one wave, so that no part of a wave runs alone at the end; a split merge keeps its grid (cut to a
+        // wave, a LayerNorm over 128 rows of 4M lost 2.4%). The merge and full phase in blocks of at most 256
+        // threads (a group of threads per slice as wide, the slices the partials' own): a heavy epilogue's
+        // registers (80 after a group norm's sigmoid) leave room for one 512-thread block an SM but three of 256.
+        // (Long rows: c.group is c.threads.)
+        static int stage_per_sm[2][17] = {};
+        auto partials = reduce_rows<R, index_t, false, 1>;
+        auto merge_full = reduce_rows<R, index_t, false, 2>;
+        const unsigned first = one_wave(partials, c.threads, sms, c.blocks, stage_per_sm[0][c.threads / 64]);
+        const int narrow = (int)std::min(c.threads, 256u);
+        const unsigned wanted = (unsigned)std::max<int64_t>(1, std::min<int64_t>(g.rows * c.splits,
+                                                                                (int64_t)sms * (2048 / narrow)));
+        const unsigned second = c.splits > 1 ? wanted
+                                             : one_wave(merge_full, narrow, sms, wanted, stage_per_sm[1][narrow / 64]);
+        partials<<<first, c.threads, 0, stream>>>(A, g, c.group, c.splits, 1, states);
+        merge_full<<<second, narrow, 0, stream>>>(A, g, narrow, c.splits, 2, states);
+    }
 }
 
 template <class R>
@@ -963,7 +974,7 @@ def reduce_drivers_cuda(light: bool, cached: bool) -> str:
         text = (text[:start] + "template <class R, typename index_t, int WIDTH, int NY = 8>\n"
                 "inline auto reduce_cols_kernel() { return reduce_cols<R, index_t, WIDTH, NY>; }\n\n" + text[end:])
     if not cached:
-        start, end = text.index("    if constexpr (R::CACHED > 0) {"), text.index("    if (c.splits == 1 && !c.two_pass) {")
+        start, end = text.index("    if constexpr (R::CACHED > 0) {"), text.index("    static int per_sm[17] = {};\n    auto rows = reduce_rows<R, index_t, false>;")
         text = text[:start] + text[end:]
     return text
 
