@@ -527,10 +527,11 @@ inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms, bo
         if (g.rows < target && g.rlen >= (int64_t)16 * c.group)
             c.splits = (int)std::max<int64_t>(1, std::min<int64_t>((8 * target + g.rows - 1) / g.rows, g.rlen / (8 * c.group)));
         // Rows too long for a block's shared memory (more than 32K floats) with a full-shape output: the statistics
-        // in one launch (the partials kernel: 40 registers, three 512-thread blocks an SM), the merge and the full
-        // phase in a second, rather than both phases in one 64-register kernel at two blocks an SM, whose one float4
-        // in flight a thread read the row at a third of DRAM's bandwidth (H200: a group norm over 1024 rows of
-        // 258064 floats after a sigmoid, 2.13 ms against torch.compile's two kernels' 1.07).
+        // in one launch (a kernel for that stage alone, fewer registers: a BatchNorm's 40, three 512-thread blocks
+        // an SM), the merge and the full phase in a second, rather than both phases in one kernel of 64-96
+        // registers at one or two blocks an SM, which read a group norm's rows at a third of DRAM's bandwidth (H200:
+        // 1024 rows of 258064 floats after a sigmoid, 2.13 ms, torch.compile's two kernels 1.07; two launches: the
+        // file 3.02 -> 2.47 ms, results/devset-H200-2026-11-28-s).
         if (c.splits == 1 && !thin_ok && g.rlen > 32768) c.two_pass = true;
         c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>(g.rows * c.splits, (int64_t)sms * (2048 / c.group)));
     }
@@ -851,6 +852,7 @@ template <class R, typename index_t, int WIDTH, int NY>
 __global__ void reduce_cols(typename R::args A, RGeom g, int splits, int stage, typename R::state* ws) {
     reduce_cols_body<R, index_t, WIDTH, NY>(A, g, splits, stage, ws);
 }
+// [light]
 // A light reduction (R::LIGHT: one input, a small state, no full output) keeps 8 blocks per SM in the column
 // kernels with 32-bit indexing: 32 registers, no spill (H100: argmax over a middle dim 1.72 -> 1.49 ms, sum 1.52 ->
 // 1.49). Heavier ones spill there (softmax, Welford: 24-212 bytes), so they keep the compiler's choice. But the
@@ -868,6 +870,7 @@ inline auto reduce_cols_kernel() {
     else return reduce_cols_light<R, index_t, WIDTH, NY, blocks>;
 }
 
+// [end light]
 template <class R>
 RConfig reduce_config_of(const typename R::args& A, const RGeom& g, int sms) {
     const int v = R::COLUMN_VIEW;
@@ -902,6 +905,7 @@ void reduce_launch_t(const typename R::args& A, const RGeom& g, int sms, void* w
         return;
     }
     // Unsplit row launches: at most one full wave (blocks resident at once per SM, per block size, found once).
+    // [cached]
     if constexpr (R::CACHED > 0) {
         // The row held in shared memory where one row per block fits three blocks per SM, 512 threads a row past
         // 8192 floats (H100, results/softmax-rows-H100-2026-11-27/: softmax over 2^15 rows of 16384 floats 2.23 ->
@@ -922,6 +926,7 @@ void reduce_launch_t(const typename R::args& A, const RGeom& g, int sms, void* w
             (void)cudaGetLastError();
         }
     }
+    // [end cached]
     static int per_sm[17] = {};
     auto rows = reduce_rows<R, index_t, false>;
     if (c.splits == 1 && !c.two_pass) {
@@ -966,17 +971,25 @@ void reduce_launch(const typename R::args& A, const RGeom& g, bool small_index, 
 
 def reduce_drivers_cuda(light: bool, cached: bool) -> str:
     """REDUCE_DRIVERS_CUDA without what no kernel of the file takes: the launch-bounded column kernels where none is
-    light (R::LIGHT 0 everywhere), the launch holding a row in shared memory where none caches (R::CACHED 0)."""
+    light (R::LIGHT 0 everywhere), the launch holding a row in shared memory where none caches (R::CACHED 0). The
+    parts are the lines between `// [NAME]` and `// [end NAME]` markers, which never reach the file."""
     text = REDUCE_DRIVERS_CUDA
     if not light:
-        start = text.index("// A light reduction (R::LIGHT")
-        end = text.index("template <class R>\nRConfig reduce_config_of")
-        text = (text[:start] + "template <class R, typename index_t, int WIDTH, int NY = 8>\n"
-                "inline auto reduce_cols_kernel() { return reduce_cols<R, index_t, WIDTH, NY>; }\n\n" + text[end:])
+        text = _cut(text, "light", "template <class R, typename index_t, int WIDTH, int NY = 8>\n"
+                    "inline auto reduce_cols_kernel() { return reduce_cols<R, index_t, WIDTH, NY>; }\n\n")
     if not cached:
-        start, end = text.index("    if constexpr (R::CACHED > 0) {"), text.index("    static int per_sm[17] = {};\n    auto rows = reduce_rows<R, index_t, false>;")
-        text = text[:start] + text[end:]
-    return text
+        text = _cut(text, "cached")
+    return "".join(line for line in text.splitlines(keepends=True) if not _MARKER.fullmatch(line))
+
+
+_MARKER = re.compile(r"\s*// \[(end )?\w+\]\n")
+
+
+def _cut(text: str, name: str, replacement: str = "") -> str:
+    """`text` with its part `name`, marker lines included, replaced by `replacement`."""
+    start = text.rindex("\n", 0, text.index(f"// [{name}]\n")) + 1  # (from the marker line's indentation)
+    end = text.index(f"// [end {name}]\n") + len(f"// [end {name}]\n")
+    return text[:start] + replacement + text[end:]
 
 
 # The CPU loop: a row per iteration of at::parallel_for, the policy's phases in order.
