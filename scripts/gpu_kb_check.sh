@@ -18,6 +18,12 @@ shift 4
 if [ -d "$levels/wheels" ]; then
     python3 -m pip install -q --no-index --find-links "$levels/wheels" pydantic requests 2>&1 | grep -v WARNING
 fi
+# (2026-11-28: a wheels folder added to .devset after a machine's first call did not reach it with the carried
+# folder; put it there before the first call, or pass a LEVELS_DIR that has it.)
+if ! python3 -c "import pydantic" 2>/dev/null; then
+    echo "kb_check: pydantic is not installed and $levels/wheels has no wheel for it: KernelBench's harness cannot run" >&2
+    exit 2
+fi
 pairs=()
 for pattern in "$@"; do
     for problem in "$levels"/$pattern.py; do
