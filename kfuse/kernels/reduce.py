@@ -487,7 +487,7 @@ struct RConfig { bool column; int width; int group; int splits; unsigned blocks;
 // `group` threads per row (4-16 lanes of a warp for rows of up to 64, a float4 each; a warp for short rows and for
 // rows up to 2048 when there are enough of them to fill the GPU; the whole block for long ones). Few rows and long
 // reductions split the reduced range.
-inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms, bool thin_ok = false) {
+inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms, bool no_full = false) {
     RConfig c;
     c.column = column;
     c.width = width;
@@ -495,12 +495,12 @@ inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms, bo
     c.two_pass = false;
     const int64_t target = (int64_t)sms * 4;  // blocks wanted in flight
     if (column) {
-        // short reductions with no full-shape output (thin_ok) over enough rows to fill the GPU: a thread per row
+        // short reductions with no full-shape output (no_full) over enough rows to fill the GPU: a thread per row
         // (256 x 1 blocks), where the 32 x 8 blocks' merge through shared memory and three barriers per tile cost
         // more than the reading (H200, results/devset-H200-2026-11-28-p: logsumexp over 16 channels of a 1 GB NCDHW
         // tensor 5.27 -> 3.92 ms for the file; a mean over a channels-last depth of 32 10.6 -> 5.7). A softmax or
         // RMS norm over 64 channels, which read their column twice, ran slower so (1.25 -> 1.42, 4.9 -> 7.9 ms).
-        c.group = thin_ok && g.rlen <= 128 && g.rows >= (int64_t)sms * 1024 ? 1 : 8;
+        c.group = no_full && g.rlen <= 128 && g.rows >= (int64_t)sms * 1024 ? 1 : 8;
         if (c.group == 1) c.width = width = 1;  // (scalar loads, a warp's 32 neighbouring rows: 128 bytes)
         const int64_t tiles = (g.rows + 256 / c.group * width - 1) / (256 / c.group * width);
         if (tiles < target && g.rlen >= 2048) c.splits = (int)std::max<int64_t>(1, std::min<int64_t>((target + tiles - 1) / tiles, g.rlen / 512));
@@ -532,7 +532,7 @@ inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms, bo
         // registers at one or two blocks an SM, which read a group norm's rows at a third of DRAM's bandwidth (H200:
         // 1024 rows of 258064 floats after a sigmoid, 2.13 ms, torch.compile's two kernels 1.07; two launches: the
         // file 3.02 -> 2.47 ms, results/devset-H200-2026-11-28-s).
-        if (c.splits == 1 && !thin_ok && g.rlen > 32768) c.two_pass = true;
+        if (c.splits == 1 && !no_full && g.rlen > 32768) c.two_pass = true;
         c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>(g.rows * c.splits, (int64_t)sms * (2048 / c.group)));
     }
     return c;
