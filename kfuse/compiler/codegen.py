@@ -140,25 +140,37 @@ def common_for(code: str) -> str:
             + (COMMON_LOAD if load else "") + (COMMON_LOAD4 if load4 else ""))
 
 
-# The transposes' tile fill (CUDA only): in a file only where a channels-last copy or kernel uses it.
+# The 16-byte transposes' shared half (CUDA only): in a file only where a channels-last copy or kernel uses it.
 TILE_FILL = r"""
 namespace kf {
-// The 16-byte transposes' first half (256 threads): rows [r0, r0 + 64) x columns [k0, k0 + 32) of a [rows][cols]
-// matrix (columns contiguous; both counts multiples of 4, 16-byte aligned) into tile[column][row], a float4 load
-// along the columns per step. The padded row makes the fills conflict-free.
-__device__ __forceinline__ void fill_tile4(float (&tile)[32][64 + 1], const float* __restrict__ src, int64_t rows,
+// 64 x 64 tiles of a [rows][cols] matrix (cols contiguous; both counts multiples of 4, 16-byte aligned), 256
+// threads, four float4 a thread each way. Thread j-th slot: a tile row and a float4 (quad) along it, lanes
+// 8 quads x 4 rows, so that a warp reads or writes four whole 128-byte rows and both shared-memory passes, whose
+// rows are padded by one float, are conflict-free. (64 x 32 tiles of two float4 a thread moved 3.3 TB/s on an H200,
+// these 3.4, and 4.0 with streaming stores: scripts/bench/transpose_tiles.py, results/transpose-tiles-H200-2026-11-28.)
+__device__ __forceinline__ void tile4_slot(int j, int& row, int& quad) {
+    const int step = threadIdx.x / 32 + 8 * j;
+    row = threadIdx.x % 32 / 8 + 4 * (step % 16);
+    quad = threadIdx.x % 8 + 8 * (step / 16);
+}
+
+// rows [r0, r0 + 64) x columns [k0, k0 + 64) into tile[column][row]; all four loads issued before any is stored
+__device__ __forceinline__ void fill_tile4(float (&tile)[64][64 + 1], const float* __restrict__ src, int64_t rows,
                                            int64_t cols, int64_t r0, int64_t k0) {
-    float4 v[2];  // 64 rows x 8 float4 of columns: two a thread, both read before either is stored
+    float4 v[4];
     #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-        const int i = threadIdx.x + 256 * j;
-        const int64_t r = r0 + i / 8, k = k0 + 4 * (i % 8);
+    for (int j = 0; j < 4; ++j) {
+        int row, quad;
+        tile4_slot(j, row, quad);
+        const int64_t r = r0 + row, k = k0 + 4 * quad;
         v[j] = r < rows && k < cols ? *reinterpret_cast<const float4*>(src + r * cols + k) : make_float4(0, 0, 0, 0);
     }
     #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-        const int i = threadIdx.x + 256 * j, row = 4 * (i % 8), col = i / 8;
-        tile[row][col] = v[j].x; tile[row + 1][col] = v[j].y; tile[row + 2][col] = v[j].z; tile[row + 3][col] = v[j].w;
+    for (int j = 0; j < 4; ++j) {
+        int row, quad;
+        tile4_slot(j, row, quad);
+        float* t = &tile[4 * quad][row];
+        t[0] = v[j].x; t[64 + 1] = v[j].y; t[2 * (64 + 1)] = v[j].z; t[3 * (64 + 1)] = v[j].w;
     }
 }
 }  // namespace kf
@@ -345,22 +357,27 @@ __global__ void kf_to_channels_last(const float* __restrict__ in, float* __restr
     }
 }
 
-// 64 channels x 32 positions per block: float4 loads along the positions, float4 stores along the channels
+// 64 x 64 tiles (channels x positions), float4 accesses on both sides, one tile a block (a grid walking tiles
+// was slower); the stores streaming (st.global.cs): the written lines are not read again by this kernel, and
+// evicting them first took the copy from 3.4 to 4.0 TB/s (H200, scripts/bench/transpose_tiles.py)
 // (no __launch_bounds__(256): with it CUDA 13's ptxas capped the kernels at 48 registers and spilled)
 __global__ void kf_to_channels_last4(const float* __restrict__ in, float* __restrict__ out, int64_t batch,
                                      int64_t channels, int64_t spatial) {
-    __shared__ float tile[32][64 + 1];  // [position][channel]
-    const int64_t c0 = (int64_t)blockIdx.x * 64, s0 = (int64_t)blockIdx.y * 32;
-    for (int64_t n = blockIdx.z; n < batch; n += gridDim.z) {
-        float* dst = out + n * channels * spatial;
+    __shared__ float tile[64][64 + 1];  // [position][channel]
+    const int64_t ctiles = (channels + 63) / 64, per_image = ctiles * ((spatial + 63) / 64);
+    for (int64_t t = blockIdx.x; t < batch * per_image; t += gridDim.x) {
+        const int64_t n = t / per_image, c0 = t % per_image % ctiles * 64, s0 = t % per_image / ctiles * 64;
         kf::fill_tile4(tile, in + n * channels * spatial, channels, spatial, c0, s0);
         __syncthreads();
+        float* dst = out + n * channels * spatial;
         #pragma unroll
-        for (int i = threadIdx.x; i < 32 * 16; i += 256) {  // 32 positions x 16 float4 of channels
-            const int64_t s = s0 + i / 16, c = c0 + 4 * (i % 16);
+        for (int j = 0; j < 4; ++j) {
+            int row, quad;
+            kf::tile4_slot(j, row, quad);
+            const int64_t s = s0 + row, c = c0 + 4 * quad;
             if (s < spatial && c < channels) {
-                const float* t = &tile[i / 16][4 * (i % 16)];
-                *reinterpret_cast<float4*>(dst + s * channels + c) = make_float4(t[0], t[1], t[2], t[3]);
+                const float* v = &tile[row][4 * quad];
+                __stcs(reinterpret_cast<float4*>(dst + s * channels + c), make_float4(v[0], v[1], v[2], v[3]));
             }
         }
         __syncthreads();
@@ -370,10 +387,10 @@ __global__ void kf_to_channels_last4(const float* __restrict__ in, float* __rest
 void kf_to_channels_last_launch(const float* in, float* out, int64_t batch, int64_t channels, int64_t spatial,
                                 cudaStream_t stream) {
     const bool aligned = reinterpret_cast<uintptr_t>(in) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
-    if (aligned && channels % 4 == 0 && spatial % 4 == 0 && (spatial + 31) / 32 <= 65535) {
-        const dim3 blocks((unsigned)((channels + 63) / 64), (unsigned)((spatial + 31) / 32),
-                          (unsigned)std::min<int64_t>(batch, 65535));
-        kf_to_channels_last4<<<blocks, 256, 0, stream>>>(in, out, batch, channels, spatial);
+    if (aligned && channels % 4 == 0 && spatial % 4 == 0) {
+        const int64_t tiles = batch * ((channels + 63) / 64) * ((spatial + 63) / 64);
+        kf_to_channels_last4<<<(unsigned)std::min<int64_t>(tiles, INT32_MAX), 256, 0, stream>>>(in, out, batch,
+                                                                                               channels, spatial);
         return;
     }
     const dim3 threads(32, 8);
@@ -562,9 +579,10 @@ void {kernel.name}_launch(const kf::Operand* o, const kf::Shape& shape, float* o
 
 def _channels_last_kernel(kernel: FusedKernel) -> str:
     """The kernel for a channels-last input ([N][S][C] in memory, S the spatial positions) and a contiguous
-    result ([N][C][S]): a tile passes through shared memory, so reads and writes both coalesce; 64x32 with 16-byte
-    accesses on both sides where the sizes and operands allow (2.86 TB/s against 2.18 for the 32x32 scalar tile,
-    H100: results/transpose-vec4-NVIDIA-H100-80GB-HBM3-2026-11-23/), else 32x32 with 4-byte accesses. Other
+    result ([N][C][S]): a tile passes through shared memory, so reads and writes both coalesce; 64x64 with 16-byte
+    accesses on both sides and streaming stores where the sizes and operands allow (level2/54's epilogue at 3.4
+    TB/s, torch.compile's Triton kernel 3.1, the 64x32 tile this replaced 2.6: H200,
+    results/transpose-tiles-H200-2026-11-28/), else 32x32 with 4-byte accesses. Other
     operands are read at the result's element index like the NCHW kernel reads them (kf::load: one value, laid
     out like the result, or one per channel); strided ones, through their strides, in the GENERAL instantiation
     only. Why two: indexing an operand's stride array with a loop variable put the operand structs in local
@@ -641,23 +659,26 @@ __global__ void {kernel.name}_from_channels_last({operands}, kf::Shape shape, fl
 }}
 
 // The same with 16-byte accesses on both sides (channels and positions multiples of 4, operands laid out like the
-// result or per channel): 64 positions x 32 channels per block.
+// result or per channel): 64 x 64 tiles (kf::fill_tile4), one a block, the results stored streaming.
 template <typename index_t>
 __global__ void {kernel.name}_from_channels_last4({operands}, kf::Shape shape, float* __restrict__ out) {{
-    __shared__ float tile[32][64 + 1];  // [channel][position]
+    __shared__ float tile[64][64 + 1];  // [channel][position]
     const int64_t channels = shape.sizes[1], spatial = shape.numel / (shape.sizes[0] * channels);
-    const int64_t s0 = (int64_t)blockIdx.x * 64, c0 = (int64_t)blockIdx.y * 32;
-{per_channel}    for (int64_t n = blockIdx.z; n < shape.sizes[0]; n += gridDim.z) {{
+    const int64_t stiles = (spatial + 63) / 64, per_image = stiles * ((channels + 63) / 64);
+{per_channel}    for (int64_t t = blockIdx.x; t < shape.sizes[0] * per_image; t += gridDim.x) {{
+        const int64_t n = t / per_image, s0 = t % per_image % stiles * 64, c0 = t % per_image / stiles * 64;
         kf::fill_tile4(tile, o{source}.data + n * spatial * channels, spatial, channels, s0, c0);
         __syncthreads();
         #pragma unroll
-        for (int i = threadIdx.x; i < 32 * 16; i += 256) {{  // 32 channels x 16 float4 of positions
-            const int64_t c = c0 + i / 16, s = s0 + 4 * (i % 16);
+        for (int j = 0; j < 4; ++j) {{
+            int row, quad;
+            kf::tile4_slot(j, row, quad);
+            const int64_t c = c0 + row, s = s0 + 4 * quad;
             if (c < channels && s < spatial) {{
                 const index_t at = ((index_t)n * (index_t)channels + (index_t)c) * (index_t)spatial + (index_t)s;
-                const float* t = &tile[i / 16][4 * (i % 16)];
-{values4}                *reinterpret_cast<float4*>(out + at) = make_float4(
-{results4});
+                const float* t = &tile[row][4 * quad];
+{values4}                __stcs(reinterpret_cast<float4*>(out + at), make_float4(
+{results4}));
             }}
         }}
         __syncthreads();
@@ -669,9 +690,9 @@ void {kernel.name}_launch_from_channels_last(const kf::Operand* o, const kf::Sha
     const int64_t channels = shape.sizes[1], spatial = shape.numel / (shape.sizes[0] * channels);
     const bool general = {general};
     const bool aligned = reinterpret_cast<uintptr_t>(o[{source}].data) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
-    if (!general && aligned && channels % 4 == 0 && spatial % 4 == 0 && (channels + 31) / 32 <= 65535) {{
-        const dim3 blocks((unsigned)((spatial + 63) / 64), (unsigned)((channels + 31) / 32),
-                          (unsigned)std::min<int64_t>(shape.sizes[0], 65535));
+    if (!general && aligned && channels % 4 == 0 && spatial % 4 == 0) {{
+        const int64_t tiles = shape.sizes[0] * ((spatial + 63) / 64) * ((channels + 63) / 64);
+        const unsigned blocks = (unsigned)std::min<int64_t>(tiles, INT32_MAX);
         if (small_index) {kernel.name}_from_channels_last4<int32_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
         else {kernel.name}_from_channels_last4<int64_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
         return;
