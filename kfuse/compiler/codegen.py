@@ -365,8 +365,8 @@ __global__ void kf_to_channels_last4(const float* __restrict__ in, float* __rest
                                      int64_t channels, int64_t spatial) {
     __shared__ float tile[64][64 + 1];  // [position][channel]
     const int64_t ctiles = (channels + 63) / 64, per_image = ctiles * ((spatial + 63) / 64);
-    for (int64_t t = blockIdx.x; t < batch * per_image; t += gridDim.x) {
-        const int64_t n = t / per_image, c0 = t % per_image % ctiles * 64, s0 = t % per_image / ctiles * 64;
+    for (int64_t u = blockIdx.x; u < batch * per_image; u += gridDim.x) {  // (u: a tile)
+        const int64_t n = u / per_image, c0 = u % per_image % ctiles * 64, s0 = u % per_image / ctiles * 64;
         kf::fill_tile4(tile, in + n * channels * spatial, channels, spatial, c0, s0);
         __syncthreads();
         float* dst = out + n * channels * spatial;
@@ -665,8 +665,8 @@ __global__ void {kernel.name}_from_channels_last4({operands}, kf::Shape shape, f
     __shared__ float tile[64][64 + 1];  // [channel][position]
     const int64_t channels = shape.sizes[1], spatial = shape.numel / (shape.sizes[0] * channels);
     const int64_t stiles = (spatial + 63) / 64, per_image = stiles * ((channels + 63) / 64);
-{per_channel}    for (int64_t t = blockIdx.x; t < shape.sizes[0] * per_image; t += gridDim.x) {{
-        const int64_t n = t / per_image, s0 = t % per_image % stiles * 64, c0 = t % per_image / stiles * 64;
+{per_channel}    for (int64_t u = blockIdx.x; u < shape.sizes[0] * per_image; u += gridDim.x) {{  // (u: a tile)
+        const int64_t n = u / per_image, s0 = u % per_image % stiles * 64, c0 = u % per_image / stiles * 64;
         kf::fill_tile4(tile, o{source}.data + n * spatial * channels, spatial, channels, s0, c0);
         __syncthreads();
         #pragma unroll
