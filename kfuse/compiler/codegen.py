@@ -15,7 +15,7 @@ import torch
 from kfuse.compiler.capture import Captured
 from kfuse.compiler.sizes import SIZES
 from kfuse.compiler.plan import Plan
-from kfuse.kernels import attention, ops, recurrent
+from kfuse.kernels import attention, counters, ops, recurrent
 from kfuse.kernels import conv as convolutions
 from kfuse.kernels import gemm as gemms
 from kfuse.kernels import reduce as reductions
@@ -1018,6 +1018,8 @@ def _forward(captured: Captured, plan: Plan, names: dict[str, str], target: str,
             body.append(attention.forward_line(step, names))
         elif isinstance(step, recurrent.RecurrentKernel):
             body.append(recurrent.forward_line(step, names))
+        elif isinstance(step, counters.CounterStep):
+            body.append(counters.forward_line(step, names))
         elif isinstance(step, windows.WindowKernel):
             body.extend(windows.forward_lines(step, names))
         elif isinstance(step, gemms.GemmStep):
@@ -1117,7 +1119,7 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
                             for k in pointwise)
                   + red.decls + red.helpers + red.device + att.decls + att.device
                   + win.decls + win.helpers + win.device + gm.decls + gm.device + conv.device + rnn.decls + rnn.device
-                  + (CHANNELS_LAST_COPY_DEVICE if channels_last else ""))
+                  + (CHANNELS_LAST_COPY_DEVICE if channels_last else "") + (counters.CUDA_DEVICE if plan.counters else ""))
         cuda_body = (conv.common + (TILE_FILL if "kf::fill_tile4(" in device else "")
                      + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions
                                    + conv.functions)
@@ -1125,7 +1127,7 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
         cuda = "#include <cuda_runtime.h>\n#include <algorithm>\n" + common_for(cuda_body) + cuda_body
         host = ((CHANNELS_LAST_COPY_HOST if channels_last else "") + launches
                 + host_wrappers + red.decls + red.host + att.decls + att.host + win.decls + win.host + gm.decls
-                + gm.host + conv.host + rnn.decls + rnn.host + forward)
+                + gm.host + conv.host + rnn.decls + rnn.host + (counters.CUDA_HOST if plan.counters else "") + forward)
         cpp_body = (conv.common + _host_runtime(host) + (DISPATCH_RUNTIME if CALLS_ATEN in host else "")
                     + CUDA_HOST_RUNTIME + host)
         cpp = host_headers(host) + CUDA_HOST_HEADERS + common_for(cpp_body) + cpp_body
@@ -1134,7 +1136,7 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
         host = (kernel_functions + conv.functions + "".join(_cpu_kernel(k) for k in pointwise) + host_wrappers
                 + red.decls + red.helpers + red.device + red.host + att.decls + att.host
                 + win.decls + win.helpers + win.device + win.host + gm.decls + gm.device + gm.host + conv.device
-                + conv.host + rnn.decls + rnn.host + forward)
+                + conv.host + rnn.decls + rnn.host + (counters.CPU_HOST if plan.counters else "") + forward)
         cpp_body = (conv.common
                     + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions
                                   + conv.functions)
@@ -1145,6 +1147,8 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     kernels += [{"name": k.name, "fuses": k.ops, "in_place_into": None, "reads_channels_last": None}
                 for k in plan.reductions + plan.attentions + plan.windows + plan.gemms + plan.convolutions
                 + plan.recurrents]
+    kernels += [{"name": k.name, "fuses": k.ops, "in_place_into": None, "reads_channels_last": None, "counters": True}
+                for k in plan.counters]
     for k in plan.convolutions:
         if k.tf32 is not None:
             next(d for d in kernels if d["name"] == k.name)["tf32"] = k.tf32

@@ -93,6 +93,9 @@ def _summary(sources: Sources) -> str:
         into = "" if not in_place else f" (in place into {first['in_place_into']})" if len(calls) == 1 \
             else " (each in place into its input)"
         rounded = f" (TF32 where PyTorch allows it, operands rounded {TF32_ROUNDING_WORDS[tf32]})" if tf32 else ""
+        if first.get("counters"):  # (one launch for every BatchNorm's num_batches_tracked += 1)
+            lines.append(f"  {first['name']}: {_counted(list(fuses))} (batch counters += 1, one launch)")
+            continue
         lines.append(f"  {first['name']}{count}: {' -> '.join(fuses)}{into}{rounded}")
     anchors = [u["op"] for u in sources.unfused if u["reason"].startswith("anchor")]
     rest = [u["op"] for u in sources.unfused if not u["reason"].startswith("anchor")]

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kfuse.kernels import attention, choices, conv, gemm, ops, recurrent, reduce, window
+from kfuse.kernels import attention, choices, conv, counters, gemm, ops, recurrent, reduce, window
 from kfuse.kernels.eager_precision import channels_last_keeps_result, channels_last_slower, eager_bits_needed
 from kfuse.kernels.steps import (BIASED_CONVS, FUSABLE_DTYPES, FusedKernel, LibraryCall, Step, TupleItem,
                                  bias_add_is_eager_s, movable_bias, mutates, short_name, tensor_meta, unique)
@@ -89,8 +89,14 @@ class Plan:
         return [s for s in self.steps if isinstance(s, recurrent.RecurrentKernel)]
 
     @property
+    def counters(self) -> list:
+        """The batch counters' one launch (kfuse.kernels.counters.CounterStep), if the forward bumps any."""
+        return [s for s in self.steps if isinstance(s, counters.CounterStep)]
+
+    @property
     def has_kernels(self) -> bool:
-        """Whether any step is a kfuse kernel, not only library calls and tuple items."""
+        """Whether any step is a kfuse kernel for the model's computation, not only library calls, tuple items and
+        the batch counters."""
         return bool(self.kernels or self.reductions or self.attentions or self.windows or self.gemms
                     or self.recurrents or self.convolutions)
 
@@ -221,6 +227,8 @@ def plan(graph: torch.fx.Graph, target: str = "cpu", precision: str = "fp32") ->
     steps = gemm.fuse_gemms(steps, names)
     # convolutions become kfuse kernels with their epilogue (kfuse/kernels/conv.py)
     steps = conv.fuse_convolutions(steps, names, unique, target, precision)
+    # a training BatchNorm's num_batches_tracked += 1, all of them in one launch (kfuse/kernels/counters.py)
+    steps = counters.fuse_counters(steps)
     return Plan(steps)
 
 
