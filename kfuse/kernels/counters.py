@@ -86,13 +86,13 @@ void kf_count_batches_launch(int64_t* const* counters, int count, cudaStream_t s
 namespace kf {
 // The forward's batch counters (one-element int64 tensors on the GPU), each bumped by one, in one launch.
 inline void count_batches(std::initializer_list<at::Tensor> counters) {
-    c10::SmallVector<int64_t*, 128> at;
+    c10::SmallVector<int64_t*, 128> addresses;
     for (const at::Tensor& c : counters) {
         TORCH_CHECK(c.is_cuda() && c.scalar_type() == at::kLong && c.numel() == 1, "kfuse: a batch counter is a "
                     "one-element int64 tensor on the GPU");
-        at.push_back(c.data_ptr<int64_t>());
+        addresses.push_back(c.data_ptr<int64_t>());
     }
-    kf_count_batches_launch(at.data(), (int)at.size(), c10::cuda::getCurrentCUDAStream());
+    kf_count_batches_launch(addresses.data(), (int)addresses.size(), c10::cuda::getCurrentCUDAStream());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 }  // namespace kf
