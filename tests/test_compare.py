@@ -122,3 +122,29 @@ def test_the_truth_s_running_statistics_go_on_from_its_own_until_both_sides_are_
     # the next call starts from the truth's statistics, not from the (float32) reference's, still at 0
     judgement.float64_truth(copy.deepcopy(reference), [x], seed=0)
     assert torch.allclose(judgement.truth_buffers["running_mean"], 0.9 * first + 0.1 * torch.tensor([2.0, 4.0]))
+
+
+def test_a_model_copy_s_stored_lambdas_call_the_copy_s_layers():
+    """KernelBench's MinGPT block keeps `self.mlpf = lambda x: m.c_proj(m.act(m.c_fc(x)))`: a plain deepcopy's
+    forward ran the original's layers, so the judge's float64 truth (the copy upcast) met float32 weights and failed."""
+    from kfuse.judge.worker import copy_model
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mlp = torch.nn.ModuleDict(dict(fc=torch.nn.Linear(4, 8), proj=torch.nn.Linear(8, 4)))
+            m = self.mlp
+            self.mlpf = lambda x: m.proj(torch.relu(m.fc(x)))
+            self.bn = torch.nn.BatchNorm1d(4)
+            self.norm = lambda x, *, scale=2.0: self.bn(x) * scale
+
+        def forward(self, x):
+            return self.norm(self.mlpf(x))
+
+    original = Block()
+    truth = copy_model(original).to(torch.float64)
+    x = torch.randn(5, 4)
+    assert truth(x.double()).dtype == torch.float64  # (a plain deepcopy: "mat1 and mat2 must have the same dtype")
+    assert original.bn.num_batches_tracked.item() == 0 and truth.bn.num_batches_tracked.item() == 1
+    with torch.no_grad():  # (the same layers' values: training-mode statistics come from the batch itself)
+        assert torch.allclose(truth(x.double()).float(), original(x), atol=1e-5)

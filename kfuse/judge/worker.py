@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import traceback
+import types
 from pathlib import Path
 
 import torch
@@ -44,6 +45,37 @@ TRIAL_KINDS = {
     "fresh": "fresh inputs",
 }
 
+
+
+def copy_model(model: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy whose functions kept on its modules call the copy's layers, not the original's. copy.deepcopy
+    copies a function by reference, closure and all: KernelBench's MinGPT block keeps `self.mlpf = lambda x:
+    m.c_proj(m.act(m.c_fc(x)))` over its own ModuleDict m, so a copy's forward ran the original's layers (the float64
+    truth met float32 weights and failed, which left the block's precision parity unchecked; a probe's call would
+    have moved the original's running statistics)."""
+    memo: dict[int, object] = {}
+    copied = copy.deepcopy(model, memo)
+    for module in copied.modules():
+        for name, value in list(vars(module).items()):
+            if isinstance(value, types.FunctionType) and value.__closure__:
+                setattr(module, name, _closure_rebound(value, memo))
+    return copied
+
+
+def _closure_rebound(function: types.FunctionType, memo: dict[int, object]) -> types.FunctionType:
+    """`function` with each object its closure holds replaced by that object's copy in `memo`, where it has one."""
+    cells = []
+    for cell in function.__closure__:
+        try:
+            held = cell.cell_contents
+        except ValueError:  # (an empty cell: a name bound after the function was made)
+            cells.append(cell)
+            continue
+        cells.append(types.CellType(memo.get(id(held), held)))
+    rebound = types.FunctionType(function.__code__, function.__globals__, function.__name__, function.__defaults__,
+                                 tuple(cells))
+    rebound.__kwdefaults__ = function.__kwdefaults__
+    return rebound
 
 class Outcome(Exception):
     """Ends the run with a status (or "usage" for the user's own mistake) and reasons."""
@@ -185,7 +217,7 @@ class Judgement:
         """The reference's output and the float64 ground truth on upcast copies, from the same model state;
         and which inputs the reference itself modifies."""
         pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
-        before = copy.deepcopy(self.reference)
+        before = copy_model(self.reference)
         torch.manual_seed(seed)
         try:
             with torch.no_grad():
@@ -317,7 +349,7 @@ class Judgement:
         inputs = self.inputs(seed, layout)
         if inputs is None:
             return "its inputs share no batch dim" + (" or are over 256 MB doubled" if layout == "doubled" else "")
-        probe = copy.deepcopy(self.reference)
+        probe = copy_model(self.reference)
         torch.manual_seed(seed)
         try:
             with torch.no_grad():
@@ -502,7 +534,7 @@ class Judgement:
             # Fresh copies for the first two calls: the model may write into its inputs or buffers (x += 1, running
             # stats). The third call is the second copy's second, with the same seed: a difference there is state
             # the Model carries from call to call (an Elman cell's hidden state in a plain attribute).
-            probe = copy.deepcopy(self.reference) if call < 2 else probe
+            probe = copy_model(self.reference) if call < 2 else probe
             inputs = self.inputs(self.spec["seed"])
             torch.manual_seed(seed)
             with torch.no_grad():
