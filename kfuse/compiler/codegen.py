@@ -1119,7 +1119,8 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
                             for k in pointwise)
                   + red.decls + red.helpers + red.device + att.decls + att.device
                   + win.decls + win.helpers + win.device + gm.decls + gm.device + conv.device + rnn.decls + rnn.device
-                  + (CHANNELS_LAST_COPY_DEVICE if channels_last else "") + (counters.CUDA_DEVICE if plan.counters else ""))
+                  + (CHANNELS_LAST_COPY_DEVICE if channels_last else "")
+                  + (counters.CUDA_DEVICE if plan.counters else ""))
         cuda_body = (conv.common + (TILE_FILL if "kf::fill_tile4(" in device else "")
                      + prelude_for(kernel_functions + red.expressions + win.expressions + gm.expressions
                                    + conv.functions)
