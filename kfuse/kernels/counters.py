@@ -55,13 +55,8 @@ def fuse_counters(steps: list) -> list:
     if not bumps:
         return steps
     step = CounterStep(NAME, [s.node for s in bumps])
-    out = []
-    for s in steps:
-        if s is bumps[0]:
-            out.append(step)
-        elif not any(s is b for b in bumps):
-            out.append(s)
-    return out
+    later = {id(s) for s in bumps[1:]}
+    return [step if s is bumps[0] else s for s in steps if id(s) not in later]
 
 
 # CUDA: a launch per 64 counters (their addresses passed by value in the kernel's parameters), so no copy to the GPU

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -30,7 +29,9 @@ import torch
 from torch.utils.cpp_extension import load_inline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from kfuse.problem import L2Flush, time_one_call  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kfuse.problem import L2Flush  # noqa: E402
+from transpose_epilogue import timed  # noqa: E402  (the judge's timing of one call, median of 30)
 
 CUDA = r"""
 #include <cuda_runtime.h>
@@ -185,12 +186,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("launch", &launch); }
 
 VARIANTS = ["cur", "r64x64", "r64x64s", "r64x64 ld.cs", "r64x64 st.cs", "r32x128s", "r32x64s", "r128x64s", "r64x32s",
             "r128x32s", "r64x64ps", "copy4 (for scale)", "copy4 .cs (for scale)"]
-
-
-def timed(fn, flush: L2Flush, trials: int = 30) -> float:
-    for _ in range(3):
-        fn()
-    return statistics.median(time_one_call(fn, torch.device("cuda"), flush)[0] for _ in range(trials))
 
 
 def reference(x: torch.Tensor, m: torch.Tensor, epi: bool) -> torch.Tensor:
