@@ -6,9 +6,11 @@ inputs and weights without sending them (torch's generators are deterministic fo
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import sys
+import types
 from pathlib import Path
 from types import ModuleType
 
@@ -179,6 +181,37 @@ def build_reference(problem: ModuleType, init_inputs: list, seed: int, device: t
         return problem.Model(*init_inputs).to(device)
     except Exception as err:
         raise ProblemError(f"the problem's Model could not be built: {describe_exception(err)}") from None
+
+
+def copy_model(model: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy whose functions kept on its modules call the copy's layers, not the original's. copy.deepcopy
+    copies a function by reference, closure and all: KernelBench's MinGPT block keeps `self.mlpf = lambda x:
+    m.c_proj(m.act(m.c_fc(x)))` over its own ModuleDict m, so a copy's forward ran the original's layers (the float64
+    truth met float32 weights and failed, which left the block's precision parity unchecked; a probe's call would
+    have moved the original's running statistics)."""
+    memo: dict[int, object] = {}
+    copied = copy.deepcopy(model, memo)
+    for module in copied.modules():
+        for name, value in list(vars(module).items()):
+            if isinstance(value, types.FunctionType) and value.__closure__:
+                setattr(module, name, _closure_rebound(value, memo))
+    return copied
+
+
+def _closure_rebound(function: types.FunctionType, memo: dict[int, object]) -> types.FunctionType:
+    """`function` with each object its closure holds replaced by that object's copy in `memo`, where it has one."""
+    cells = []
+    for cell in function.__closure__:
+        try:
+            held = cell.cell_contents
+        except ValueError:  # (an empty cell: a name bound after the function was made)
+            cells.append(cell)
+            continue
+        cells.append(types.CellType(memo.get(id(held), held)))
+    rebound = types.FunctionType(function.__code__, function.__globals__, function.__name__, function.__defaults__,
+                                 tuple(cells))
+    rebound.__kwdefaults__ = function.__kwdefaults__
+    return rebound
 
 
 def weight_scales(model: torch.nn.Module) -> dict[str, tuple[float, bool]]:

@@ -118,6 +118,29 @@ def test_summary_counts_precision_fallbacks_and_tuned_files():
     assert summarize(RECORDS, ["vs_eager"])["tuned"] == {}
 
 
+def test_summary_counts_torch_compile_outputs_outside_kernelbench_tolerance():
+    """torch.compile's own output against eager's (the judge's compile_agreement), per mode: within 1e-4, outside
+    it, and outside it where torch.compile timed faster than a correct kfuse file."""
+    from kfuse.bench.report import headlines
+
+    def seen(passed):
+        return {"compile:default": {"compared": True, "kernelbench_pass": passed, "max_abs_diff": 0.0 if passed else 0.02}}
+
+    records = [dict(rec("correct", 1.2, 0.8), id="faster_compile_outside", compile_agreement=seen(False)),
+               dict(rec("correct", 1.2, 1.3), id="slower_compile_outside", compile_agreement=seen(False)),
+               dict(rec("correct", 1.2, 0.9), id="within", compile_agreement=seen(True)),
+               dict(rec("incorrect", 1.2, 0.5), id="incorrect_kfuse", compile_agreement=seen(False)),
+               dict(rec("correct", 1.1, 1.1), id="big", compile_agreement={"compile:default": {
+                   "compared": False, "reason": "no room on the GPU"}})]
+    s = summarize(records, ["vs_eager", "vs_compile:default"])
+    m = s["compile_agreement"]["compile:default"]
+    assert m["within"] == 1 and m["not_compared"] == 1
+    assert m["outside"] == ["faster_compile_outside", "slower_compile_outside", "incorrect_kfuse"]
+    assert m["outside_and_faster"] == ["faster_compile_outside"]  # (kfuse's incorrect file does not count)
+    assert ("torch.compile's own output", "1 of 4 within 1e-4") in [row[:2] for row in headlines(s)]
+    assert summarize(RECORDS, ["vs_eager"])["compile_agreement"] == {}
+
+
 def test_report_files_and_headlines(tmp_path):
     records = [dict(r, id=f"problem_{k}") for k, r in enumerate(RECORDS)]
     records[0]["unfused"] = [{"op": "aten.linear.default", "reason": "library call"}]

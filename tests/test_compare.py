@@ -2,6 +2,7 @@
 
 import copy
 
+import pytest
 import torch
 
 from kfuse.judge.compare import compare_outputs, same_bits
@@ -127,7 +128,7 @@ def test_the_truth_s_running_statistics_go_on_from_its_own_until_both_sides_are_
 def test_a_model_copy_s_stored_lambdas_call_the_copy_s_layers():
     """KernelBench's MinGPT block keeps `self.mlpf = lambda x: m.c_proj(m.act(m.c_fc(x)))`: a plain deepcopy's
     forward ran the original's layers, so the judge's float64 truth (the copy upcast) met float32 weights and failed."""
-    from kfuse.judge.worker import copy_model
+    from kfuse.problem import copy_model
 
     class Block(torch.nn.Module):
         def __init__(self):
@@ -148,3 +149,22 @@ def test_a_model_copy_s_stored_lambdas_call_the_copy_s_layers():
     assert original.bn.num_batches_tracked.item() == 0 and truth.bn.num_batches_tracked.item() == 1
     with torch.no_grad():  # (the same layers' values: training-mode statistics come from the batch itself)
         assert torch.allclose(truth(x.double()).float(), original(x), atol=1e-5)
+
+
+def test_torch_compile_s_output_is_held_to_eager_s_by_kernelbench_s_check():
+    """The reference's timing process compares torch.compile's first output with eager's own call from the same
+    state (a copy of the model): within 1e-4 passes, beyond it fails with the largest difference."""
+    from kfuse.judge.sandbox import compile_agreement
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.Tanh())
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        out = model(x)
+    same = compile_agreement(model, out.clone(), [x], torch.device("cpu"))
+    assert same == {"compared": True, "kernelbench_pass": True, "max_abs_diff": 0.0}
+    off = out.clone()
+    off[1, 2] += 3e-3
+    seen = compile_agreement(model, off, [x], torch.device("cpu"))
+    assert seen["compared"] and not seen["kernelbench_pass"] and seen["max_abs_diff"] == pytest.approx(3e-3, rel=1e-3)
+    broken = compile_agreement(model, out, [torch.randn(4, 3)], torch.device("cpu"))
+    assert not broken["compared"] and "mat1 and mat2" in broken["reason"]

@@ -99,11 +99,32 @@ def summarize(records: list[dict], baselines: list[str], total: int | None = Non
         "precision_fallbacks": dict(Counter(r["precision_fallback"] for r in records if r.get("precision_fallback"))),
         # problems whose file is an alternative's that beat a first file slower than eager (speed_pass), per choice
         "tuned": dict(Counter(r["tuned"] for r in records if r.get("tuned"))),
+        "compile_agreement": compile_agreement(records),
     }
     for b in baselines:
         value, count = geomean(records, b)
         summary["geomean"][b] = {"value": value, "over_correct": count}
     return summary
+
+
+def compile_agreement(records: list[dict]) -> dict[str, dict]:
+    """Per torch.compile mode: the problems whose compiled output met KernelBench's 1e-4 against eager's own, those
+    whose output missed it, and, of those, the ones where torch.compile timed faster than a correct kfuse file (a
+    speed kfuse, held to eager's output, does not try to reach there)."""
+    modes: dict[str, dict] = {}
+    for r in records:
+        for mode, seen in (r.get("compile_agreement") or {}).items():
+            m = modes.setdefault(mode, {"within": 0, "outside": [], "not_compared": 0, "outside_and_faster": []})
+            if not seen.get("compared"):
+                m["not_compared"] += 1
+            elif seen.get("kernelbench_pass"):
+                m["within"] += 1
+            else:
+                m["outside"].append(r["id"])
+                speedup = (r.get("speedups") or {}).get(f"vs_{mode}")
+                if r.get("status") == "correct" and speedup is not None and speedup < 1.0:
+                    m["outside_and_faster"].append(r["id"])
+    return modes
 
 
 STAGE_LABELS = {"capture_plan": "capture and plan", "build": "build", "trials": "judge trials",
@@ -179,6 +200,12 @@ def headlines(summary: dict) -> list[tuple[str, str, str]]:
     if fallbacks:
         rows.append(("precision fallbacks", ", ".join(f"{n} {name}" for name, n in fallbacks.items()),
                      "planned again after the judge found the first file incorrect on precision alone"))
+    for mode, m in (summary.get("compile_agreement") or {}).items():
+        compared = m["within"] + len(m["outside"])
+        if compared:
+            rows.append((f"{label('vs_' + mode)}'s own output", f"{m['within']} of {compared} within 1e-4",
+                         f"of eager's (KernelBench's check); outside and faster than kfuse: "
+                         f"{len(m['outside_and_faster'])}"))
     tuned = summary.get("tuned") or {}
     if tuned:
         rows.append(("tuned for speed", ", ".join(f"{n} {name}" for name, n in tuned.items()),

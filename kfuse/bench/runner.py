@@ -777,6 +777,8 @@ def record(problem: Problem, key: str | None, result: dict, options: BenchOption
         "roofline_bound": (timing.get("roofline") or {}).get("bound"),
         "flags": timing.get("flags", []),
         "compile_errors": timing.get("compile_errors", {}),
+        # torch.compile's own output against eager's by KernelBench's check, per mode (kfuse.judge.sandbox)
+        "compile_agreement": timing.get("compile_agreement", {}),
         "kernels": [{"name": k.get("name"), "fuses": k.get("fuses", []), "in_place_into": k.get("in_place_into")}
                     for k in optimized.get("kernels", [])],
         "unfused": [{"op": u.get("op"), "reason": u.get("reason")} for u in optimized.get("unfused", [])],

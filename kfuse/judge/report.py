@@ -87,6 +87,12 @@ def print_verdict(verdict: dict, console: Console | None = None) -> None:
                       f"of the floor's speed")
         for name, err in timing.get("compile_errors", {}).items():
             console.print(f"  [yellow]{name} failed[/]: {err}", highlight=False)
+        for name, seen in timing.get("compile_agreement", {}).items():
+            if not seen.get("compared"):
+                console.print(f"  {name}'s output not compared with eager's: {seen.get('reason')}", highlight=False)
+            elif not seen["kernelbench_pass"]:
+                console.print(f"  [yellow]{name}'s own output misses KernelBench's 1e-4 against eager's[/] (max abs "
+                              f"diff {seen['max_abs_diff']:.3g}): its speed is not eager's precision", highlight=False)
         for flag in timing["flags"]:
             console.print(f"  [bold yellow]flag[/]: {flag}", highlight=False)
     if verdict.get("error_log") and status in ("compile_error", "crashed", "timeout"):

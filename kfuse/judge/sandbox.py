@@ -21,11 +21,11 @@ import time
 import torch
 
 from kfuse.judge import roofline, wire
-from kfuse.judge.compare import leaves, same_bits
+from kfuse.judge.compare import compare_outputs, leaves, same_bits
 from kfuse.loader import import_from_source
-from kfuse.problem import (L2Flush, ProblemError, apply_precision, build_reference, describe_exception, load_problem,
-                           judge_inputs, make_inputs, refill, release_cached_memory, rerandomise, synchronize,
-                           time_one_call, weight_scales)
+from kfuse.problem import (L2Flush, ProblemError, apply_precision, build_reference, copy_model, describe_exception,
+                           judge_inputs, load_problem, make_inputs, refill, release_cached_memory, rerandomise,
+                           synchronize, time_one_call, weight_scales)
 
 
 def _cloned_where_aliased(out, inputs: list):
@@ -33,6 +33,24 @@ def _cloned_where_aliased(out, inputs: list):
     storages = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
     return torch.utils._pytree.tree_map(
         lambda t: t.clone() if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() in storages else t, out)
+
+
+def compile_agreement(eager: torch.nn.Module, compiled_out, inputs: list, device: torch.device) -> dict:
+    """torch.compile's output against eager's own call on the same inputs, from the same state, by KernelBench's
+    check (allclose at 1e-4): Inductor may trade eager's precision for speed (TF32 convolutions channels-last, its
+    own reduction orders), and a speedup over it reads differently where its output is not eager's. Here, in the
+    reference's process, only the problem's Model and torch.compile run. Not compared (with the reason) where
+    eager's output would not fit beside the compiled one on the GPU, or eager's call fails."""
+    held = sum(t.numel() * t.element_size() for _, t in leaves(compiled_out) if isinstance(t, torch.Tensor))
+    if device.type == "cuda" and torch.cuda.mem_get_info(device)[0] < 2 * held + (1 << 30):
+        return {"compared": False, "reason": "no room on the GPU for eager's output beside torch.compile's"}
+    try:
+        with torch.no_grad():
+            comparison = compare_outputs(compiled_out, eager(*inputs))
+    except Exception as err:
+        return {"compared": False, "reason": describe_exception(err)}
+    return {"compared": True, "kernelbench_pass": comparison.kernelbench_pass,
+            "max_abs_diff": max((t.max_abs_diff for t in comparison.tensors), default=0.0)}
 
 
 class Refusal(Exception):
@@ -157,24 +175,32 @@ class Sandbox:
         self.timing_inputs = make_inputs(self.problem, inputs_seed, self.device)
         self.flush = L2Flush(self.device)
         self.timed = {name: self.candidate}
-        compile_s, errors = {}, {}
+        compile_s, errors, agreement = {}, {}, {}
         for mode in compile_modes:
             # The same module, not a copy: its weights once in GPU memory (eager and the compiled graph only read
             # them; what a training-mode call updates, running statistics, no timing depends on).
             compiled = torch.compile(self.candidate, mode=None if mode == "default" else mode)
+            twin = copy_model(self.candidate)  # eager's call from the state the compiled call starts from
+            refill(self.timing_inputs, self.problem, inputs_seed, self.device)
             began = time.perf_counter()
             try:
                 with torch.no_grad():
-                    compiled(*self.timing_inputs)
+                    out = compiled(*self.timing_inputs)
                 synchronize(self.device)
             except Exception as err:
                 errors[f"compile:{mode}"] = describe_exception(err)
                 continue
             compile_s[f"compile:{mode}"] = time.perf_counter() - began
             self.timed[f"compile:{mode}"] = compiled
+            # eager's call on the inputs the compiled one got: drawn again in place (a model may write into them)
+            out = _cloned_where_aliased(out, self.timing_inputs)
+            refill(self.timing_inputs, self.problem, inputs_seed, self.device)
+            agreement[f"compile:{mode}"] = compile_agreement(twin, out, self.timing_inputs, self.device)
+            del twin, out
         counts = roofline.count_call(self.problem, self.init_inputs, self.seed, self.candidate,
                                      self.timing_inputs) if count else None
-        return {"timed": list(self.timed), "compile_s": compile_s, "compile_errors": errors, "counts": counts}
+        return {"timed": list(self.timed), "compile_s": compile_s, "compile_errors": errors,
+                "compile_agreement": agreement, "counts": counts}
 
     def time_setup(self, inputs_seed: int, warmup: int) -> dict:
         for name, model in self.timed.items():

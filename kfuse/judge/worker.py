@@ -10,14 +10,12 @@ anyone without the token are ignored.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
 import sys
 import time
 import traceback
-import types
 from pathlib import Path
 
 import torch
@@ -26,9 +24,9 @@ from kfuse import gpulock
 from kfuse.judge import roofline, wire
 from kfuse.judge.compare import compare_outputs, compare_tensor, float64_chunks, leaves, same_bits
 from kfuse.judge.verdict import BUILD_STAGE, WAIT_STAGE
-from kfuse.problem import (ProblemError, apply_precision, build_reference, describe_exception, judge_inputs,
-                           length_cuts, load_problem, make_inputs, release_cached_memory, rerandomise, synchronize,
-                           weight_scales)
+from kfuse.problem import (ProblemError, apply_precision, build_reference, copy_model, describe_exception,
+                           judge_inputs, length_cuts, load_problem, make_inputs, release_cached_memory, rerandomise,
+                           synchronize, weight_scales)
 from kfuse.judge.timing import TimingPlan, time_interleaved
 
 # The copy ceiling is torch's own copy kernel at its best; a kernel may beat it by a few percent, not 10%.
@@ -46,36 +44,6 @@ TRIAL_KINDS = {
 }
 
 
-
-def copy_model(model: torch.nn.Module) -> torch.nn.Module:
-    """A deep copy whose functions kept on its modules call the copy's layers, not the original's. copy.deepcopy
-    copies a function by reference, closure and all: KernelBench's MinGPT block keeps `self.mlpf = lambda x:
-    m.c_proj(m.act(m.c_fc(x)))` over its own ModuleDict m, so a copy's forward ran the original's layers (the float64
-    truth met float32 weights and failed, which left the block's precision parity unchecked; a probe's call would
-    have moved the original's running statistics)."""
-    memo: dict[int, object] = {}
-    copied = copy.deepcopy(model, memo)
-    for module in copied.modules():
-        for name, value in list(vars(module).items()):
-            if isinstance(value, types.FunctionType) and value.__closure__:
-                setattr(module, name, _closure_rebound(value, memo))
-    return copied
-
-
-def _closure_rebound(function: types.FunctionType, memo: dict[int, object]) -> types.FunctionType:
-    """`function` with each object its closure holds replaced by that object's copy in `memo`, where it has one."""
-    cells = []
-    for cell in function.__closure__:
-        try:
-            held = cell.cell_contents
-        except ValueError:  # (an empty cell: a name bound after the function was made)
-            cells.append(cell)
-            continue
-        cells.append(types.CellType(memo.get(id(held), held)))
-    rebound = types.FunctionType(function.__code__, function.__globals__, function.__name__, function.__defaults__,
-                                 tuple(cells))
-    rebound.__kwdefaults__ = function.__kwdefaults__
-    return rebound
 
 class Outcome(Exception):
     """Ends the run with a status (or "usage" for the user's own mistake) and reasons."""
@@ -425,7 +393,8 @@ class Judgement:
         self.timer.close(at_once=True)
         self.timer = None
         timing = self._after_timing(stats, base, reference["counts"], ceilings)
-        return {**timing, "compile_s": reference["compile_s"], "compile_errors": reference["compile_errors"]}
+        return {**timing, "compile_s": reference["compile_s"], "compile_errors": reference["compile_errors"],
+                "compile_agreement": reference.get("compile_agreement", {})}
 
     def _timed_rounds(self, plan: TimingPlan, base: int, reference_names: list[str]) -> dict:
         """Warm-ups, then interleaved rounds: the only part of a judgement that needs the GPU to itself."""
