@@ -198,6 +198,18 @@ def test_light_column_kernels_fit_their_launch_bounds_without_spilling(tmp_path_
         assert registers <= (64 if re.search(r"fused_(sum|mean|amin)_reductioniLi1E", name) else 32), (name, registers)
 
 
+def test_the_host_code_carries_the_geometry_but_not_the_kernels_helpers():
+    """The CUDA target's host code fills the reductions' and windows' geometry structs; the functions only kernels
+    call (an element's reduced offsets, the pooling strips' helpers) are in the device source alone."""
+    for problem, helper, struct in (("batchnorm_relu", "reduced_offsets", "struct RGeom"),
+                                    ("avg_pool_strips", "strip_row_used", "struct WGeom")):
+        _, text = sources(problem)
+        assert helper in text["CUDA_SOURCE"] and helper not in text["CPP_SOURCE"], problem
+        assert struct in text["CUDA_SOURCE"] and struct in text["CPP_SOURCE"], problem
+    _, text = sources("batchnorm_relu", "cpu")
+    assert "reduced_offsets" in text["CPP_SOURCE"]  # (the CPU target's kernels are host code)
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 def test_split_row_stages_run_their_own_lighter_kernels(tmp_path_factory):
     """A split or two-pass row reduction launches one instantiation per stage: the partials kernel, compiled without

@@ -273,6 +273,13 @@ struct RView {
     float* data;
     int64_t os[KF_MAX_DIMS], rs[KF_MAX_DIMS];
 };
+}  // namespace kf
+"""
+
+# The reduced offsets of an element, in every reduction file's kernels (the CUDA target's host code fills the
+# geometry and never calls it: REDUCE_DECLS alone goes there).
+REDUCE_OFFSETS = r"""
+namespace kf {
 // e[k] = the offset of reduced index r in view k, for each view k in V (the row's offset is added by the caller):
 // r split into the reduced dims once for all of them.
 template <typename index_t, int... V>
@@ -2327,7 +2334,7 @@ def render(kernels: list[ReduceKernel], target: str) -> ReduceSources:
     if not kernels:
         return ReduceSources("", "", "", "", "")
     # (the policies' float4 functions read through REDUCE_DEVICE_RUNTIME's helpers: it comes first)
-    code = (REDUCE_DEVICE_RUNTIME if target == "cuda" else "") + "\n".join(helpers)
+    code = REDUCE_OFFSETS + (REDUCE_DEVICE_RUNTIME if target == "cuda" else "") + "\n".join(helpers)
     runtime = (reduce_drivers_cuda(any(p.light_level for p in printers), any(p.cached for p in printers))
                if target == "cuda" else REDUCE_DRIVER_CPU)
     host_runtime = REDUCE_HOST

@@ -630,6 +630,13 @@ struct WGeom {
     Div ldiv[KF_MAX_DIMS];  // lead[d] as a divisor (div_by: a multiply-high for 32-bit indices)
     int64_t rows;
 };
+}  // namespace kf
+"""
+
+# What the kernels use beside the geometry (the CUDA target's host code fills the geometry and never calls them:
+# WINDOW_DECLS alone goes there).
+WINDOW_KERNEL_HELPERS = r"""
+namespace kf {
 // Pooling strips: whether any of a strip's R windows (kernel k, stride s) holds its input row i (not with a
 // stride over the kernel, between windows). Called with constants in unrolled loops: folded away.
 #ifdef __CUDACC__
@@ -1498,7 +1505,7 @@ def render(kernels: list[WindowKernel], target: str) -> WindowSources:
                            f"bool small_index, {'int rows, ' if p.rows else ''}int sms, cudaStream_t stream);\n")
         else:
             device.append(p.pool_cpu() if p.pool else p.scan_cpu())
-    code = "\n".join(helpers)
+    code = WINDOW_KERNEL_HELPERS + "\n".join(helpers)
     return WindowSources(code, WINDOW_DECLS + "".join(decls), "".join(device), WINDOW_HOST + "".join(host), code)
 
 
