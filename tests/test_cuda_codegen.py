@@ -199,10 +199,12 @@ def test_light_column_kernels_fit_their_launch_bounds_without_spilling(tmp_path_
 
 
 def test_the_host_code_carries_the_geometry_but_not_the_kernels_helpers():
-    """The CUDA target's host code fills the reductions' and windows' geometry structs; the functions only kernels
-    call (an element's reduced offsets, the pooling strips' helpers) are in the device source alone."""
+    """The CUDA target's host code fills the reductions', windows' and convolutions' geometry structs; the functions
+    only kernels call (an element's reduced offsets, the pooling strips' helpers, a tap's input index) are in the
+    device source alone."""
     for problem, helper, struct in (("batchnorm_relu", "reduced_offsets", "struct RGeom"),
-                                    ("avg_pool_strips", "strip_row_used", "struct WGeom")):
+                                    ("avg_pool_strips", "strip_row_used", "struct WGeom"),
+                                    ("conv2d_strided_grouped", "conv_source", "struct ConvGeom")):
         _, text = sources(problem)
         assert helper in text["CUDA_SOURCE"] and helper not in text["CPP_SOURCE"], problem
         assert struct in text["CUDA_SOURCE"] and struct in text["CPP_SOURCE"], problem

@@ -347,16 +347,23 @@ struct ConvOperand {
     int mode;                      // 0: one value; 1: laid out like the output; 2: one value per channel; 3: strided
     int64_t stride_n, stride_c, stride_s[3];
 };
+// Floats of kf::conv_pack_weights' output for tiles of `rows` output channels and 16 K steps (kf::conv_igemm_tc's).
+KF_HD int64_t conv_packed_floats(const ConvGeom& g, int64_t rows) {
+    return g.groups * ((g.k_per_group + 15) / 16 * 16) * ((g.out_per_group + rows - 1) / rows * rows);
+}
+}  // namespace kf
+"""
+
+# What the kernels and their epilogue functors call (the CUDA target's host code never does: CONV_COMMON alone
+# goes there).
+CONV_KERNEL_HELPERS = r"""
+namespace kf {
 KF_HD float conv_operand(const ConvOperand& o, int64_t n, int64_t c, int64_t s, const ConvGeom& g) {
     if (o.mode == 0) return o.data[0];
     if (o.mode == 1) return o.data[(n * g.out_channels + c) * g.out_plane + s];
     if (o.mode == 2) return o.data[c * o.stride_c];
     const int64_t x = s % g.out_size[2], y = s / g.out_size[2] % g.out_size[1], z = s / g.out_size[2] / g.out_size[1];
     return o.data[n * o.stride_n + c * o.stride_c + z * o.stride_s[0] + y * o.stride_s[1] + x * o.stride_s[2]];
-}
-// Floats of kf::conv_pack_weights' output for tiles of `rows` output channels and 16 K steps (kf::conv_igemm_tc's).
-KF_HD int64_t conv_packed_floats(const ConvGeom& g, int64_t rows) {
-    return g.groups * ((g.k_per_group + 15) / 16 * 16) * ((g.out_per_group + rows - 1) / rows * rows);
 }
 // The input index that output index o reads through tap t along dim d; -1 when none (padding, or a transposed
 // convolution's tap that falls between input positions).
@@ -1937,7 +1944,7 @@ def render(kernels: list[ConvKernel], target: str) -> ConvSources:
                                for k in kernels)
     runtime = CONV_HOST_RUNTIME + (CONV_CUDA_HOST_RUNTIME if any(k.tf32 for k in kernels) else "")
     host = runtime + declarations + "".join(_host_wrapper(k, target) for k in kernels)
-    return ConvSources(CONV_COMMON, functions, templates + functors + launchers, host, declarations)
+    return ConvSources(CONV_COMMON, functions, CONV_KERNEL_HELPERS + templates + functors + launchers, host, declarations)
 
 
 def forward_lines(kernel: ConvKernel, names: dict[str, str]) -> list[str]:
