@@ -44,7 +44,6 @@ TRIAL_KINDS = {
 }
 
 
-
 class Outcome(Exception):
     """Ends the run with a status (or "usage" for the user's own mistake) and reasons."""
 
