@@ -124,7 +124,8 @@ def test_summary_counts_torch_compile_outputs_outside_kernelbench_tolerance():
     from kfuse.bench.report import headlines
 
     def seen(passed):
-        return {"compile:default": {"compared": True, "kernelbench_pass": passed, "max_abs_diff": 0.0 if passed else 0.02}}
+        return {"compile:default": {"compared": True, "kernelbench_pass": passed,
+                                    "max_abs_diff": 0.0 if passed else 0.02}}
 
     records = [dict(rec("correct", 1.2, 0.8), id="faster_compile_outside", compile_agreement=seen(False)),
                dict(rec("correct", 1.2, 1.3), id="slower_compile_outside", compile_agreement=seen(False)),

@@ -1944,7 +1944,8 @@ def render(kernels: list[ConvKernel], target: str) -> ConvSources:
                                for k in kernels)
     runtime = CONV_HOST_RUNTIME + (CONV_CUDA_HOST_RUNTIME if any(k.tf32 for k in kernels) else "")
     host = runtime + declarations + "".join(_host_wrapper(k, target) for k in kernels)
-    return ConvSources(CONV_COMMON, functions, CONV_KERNEL_HELPERS + templates + functors + launchers, host, declarations)
+    device = CONV_KERNEL_HELPERS + templates + functors + launchers
+    return ConvSources(CONV_COMMON, functions, device, host, declarations)
 
 
 def forward_lines(kernel: ConvKernel, names: dict[str, str]) -> list[str]:
