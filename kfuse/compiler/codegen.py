@@ -624,6 +624,9 @@ def _channels_last_kernel(kernel: FusedKernel) -> str:
                           for k in range(n))
         return f"{kernel.name}_op({loads})"
     results4 = ",\n".join(f"                    {lane(j)}" for j in range(4))
+    values_scalar = "".join(f"                const float v{k} = per_channel(o{k}) ? o{k}.data[c * o{k}.stride] "
+                            f": kf::load(o{k}, at);\n" for k in others)
+    loads_scalar = ", ".join(f"tile[i][threadIdx.x % 64]" if k == source else f"v{k}" for k in range(n))
     per_channel = ("    // one value per channel (a bias): read at c, without kf::load's two divisions per element\n"
                    "    auto per_channel = [&](const kf::Operand& o) "
                    "{ return o.step == 2 && o.inner == spatial && o.count == channels; };\n") if others else ""
@@ -685,6 +688,31 @@ __global__ void {kernel.name}_from_channels_last4({operands}, kf::Shape shape, f
     }}
 }}
 
+// Positions not in fours (a 513 x 513 transposed convolution's result), channels in fours: the same 64 x 64 tiles
+// read 16 bytes at a time (kf::fill_tile4, four float4 a thread in flight), written back 4 bytes at a time, a warp's
+// store 32 neighbouring positions of one channel.
+template <typename index_t>
+__global__ void {kernel.name}_from_channels_last4r({operands}, kf::Shape shape, float* __restrict__ out) {{
+    __shared__ float tile[64][64 + 1];  // [channel][position]
+    const int64_t channels = shape.sizes[1], spatial = shape.numel / (shape.sizes[0] * channels);
+    const int64_t stiles = (spatial + 63) / 64, per_image = stiles * ((channels + 63) / 64);
+{per_channel}    for (int64_t u = blockIdx.x; u < shape.sizes[0] * per_image; u += gridDim.x) {{  // (u: a tile)
+        const int64_t n = u / per_image, s0 = u % per_image % stiles * 64, c0 = u % per_image / stiles * 64;
+        kf::fill_tile4(tile, o{source}.data + n * spatial * channels, spatial, channels, s0, c0);
+        __syncthreads();
+        const int64_t s = s0 + threadIdx.x % 64;
+        #pragma unroll 4
+        for (int i = threadIdx.x / 64; i < 64; i += 4) {{
+            const int64_t c = c0 + i;
+            if (c < channels && s < spatial) {{
+                const index_t at = ((index_t)n * (index_t)channels + (index_t)c) * (index_t)spatial + (index_t)s;
+{values_scalar}                __stcs(out + at, {kernel.name}_op({loads_scalar}));
+            }}
+        }}
+        __syncthreads();
+    }}
+}}
+
 void {kernel.name}_launch_from_channels_last(const kf::Operand* o, const kf::Shape& shape, float* out,
                                              bool small_index, cudaStream_t stream) {{
     const int64_t channels = shape.sizes[1], spatial = shape.numel / (shape.sizes[0] * channels);
@@ -695,6 +723,13 @@ void {kernel.name}_launch_from_channels_last(const kf::Operand* o, const kf::Sha
         const unsigned blocks = (unsigned)std::min<int64_t>(tiles, INT32_MAX);
         if (small_index) {kernel.name}_from_channels_last4<int32_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
         else {kernel.name}_from_channels_last4<int64_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
+        return;
+    }}
+    if (!general && reinterpret_cast<uintptr_t>(o[{source}].data) % 16 == 0 && channels % 4 == 0) {{
+        const int64_t tiles = shape.sizes[0] * ((spatial + 63) / 64) * ((channels + 63) / 64);
+        const unsigned blocks = (unsigned)std::min<int64_t>(tiles, INT32_MAX);
+        if (small_index) {kernel.name}_from_channels_last4r<int32_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
+        else {kernel.name}_from_channels_last4r<int64_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
         return;
     }}
     // about 16K blocks, each walking several images, where one tile a block would make millions of blocks, each
