@@ -588,8 +588,9 @@ def _channels_last_kernel(kernel: FusedKernel) -> str:
     only. Why two: indexing an operand's stride array with a loop variable put the operand structs in local
     memory (per thread), and that traffic made the kernel 6x slower than its bytes (4.19 ms against a replica's
     0.67 ms on suite/level2/1_Conv2d_ReLU_BiasAdd, H100: results/probes-NVIDIA-H100-80GB-HBM3-2026-11-22-s3.md).
-    Positions not in fours keep the 32x32 tile: the 64x32 one with 16-byte reads and 4-byte writes made a transposed
-    convolution's 513 x 513 epilogue slower, its file 4.29 -> 5.97 ms (H200, results/devset-H200-2026-11-28-p)."""
+    Positions not in fours, channels in fours: 32 channels x 128 positions, 16-byte reads and 4-byte writes (an
+    earlier 64 x 32 tile of that kind made a 513 x 513 epilogue's file 4.29 -> 5.97 ms, the 32 x 128 one runs that
+    epilogue at 3.5 TB/s: H200, results/transpose-odd-H200-2026-11-28/); anything else, the scalar 32 x 32 tile."""
     n = len(kernel.inputs)
     source = kernel.inputs.index(kernel.channels_last_input)
     operands = ", ".join(f"kf::Operand o{k}" for k in range(n))
@@ -624,9 +625,11 @@ def _channels_last_kernel(kernel: FusedKernel) -> str:
                           for k in range(n))
         return f"{kernel.name}_op({loads})"
     results4 = ",\n".join(f"                    {lane(j)}" for j in range(4))
-    values_scalar = "".join(f"                const float v{k} = per_channel(o{k}) ? o{k}.data[c * o{k}.stride] "
-                            f": kf::load(o{k}, at);\n" for k in others)
-    loads_scalar = ", ".join(f"tile[i][threadIdx.x % 64]" if k == source else f"v{k}" for k in range(n))
+    # (the per-channel test once a thread, not once an element: its operands' fields are the same for all)
+    channel_rows = "".join(f"    const float* const r{k} = per_channel(o{k}) ? o{k}.data : nullptr;\n" for k in others)
+    values_scalar = "".join(f"                const float v{k} = r{k} ? r{k}[c * o{k}.stride] : kf::load(o{k}, at);\n"
+                            for k in others)
+    loads_scalar = ", ".join(f"tile[i * P + p]" if k == source else f"v{k}" for k in range(n))
     per_channel = ("    // one value per channel (a bias): read at c, without kf::load's two divisions per element\n"
                    "    auto per_channel = [&](const kf::Operand& o) "
                    "{ return o.step == 2 && o.inner == spatial && o.count == channels; };\n") if others else ""
@@ -688,25 +691,46 @@ __global__ void {kernel.name}_from_channels_last4({operands}, kf::Shape shape, f
     }}
 }}
 
-// Positions not in fours (a 513 x 513 transposed convolution's result), channels in fours: the same 64 x 64 tiles
-// read 16 bytes at a time (kf::fill_tile4, four float4 a thread in flight), written back 4 bytes at a time, a warp's
-// store 32 neighbouring positions of one channel.
+// Positions not in fours (a 513 x 513 transposed convolution's result), channels in fours: 32 channels x 128
+// positions a block, read 16 bytes at a time (four float4 a thread in flight), written back 4 bytes at a time, a
+// warp's store 32 neighbouring positions of one channel and the block's 128 of a channel row back to back (fewer
+// tile edges inside a row: the 32-byte sectors two blocks share). The tile's pitch keeps both passes free of bank
+// conflicts. (H200, level2/5's epilogue alone: 1.22 ms where the 64 x 64 tile took 1.47 and torch.compile 1.12;
+// scripts/bench/transpose_odd.py, results/transpose-odd-H200-2026-11-28/.)
 template <typename index_t>
-__global__ void {kernel.name}_from_channels_last4r({operands}, kf::Shape shape, float* __restrict__ out) {{
-    __shared__ float tile[64][64 + 1];  // [channel][position]
+// (six blocks an SM with 32-bit indexing: 38 registers, no spill, where the compiler's own choice took 64 and
+// four blocks; 64-bit indexing keeps its 80, unspilled)
+__global__ void __launch_bounds__(256, sizeof(index_t) == 4 ? 6 : 3) {kernel.name}_from_channels_last4r({operands}, kf::Shape shape, float* __restrict__ out) {{
+    constexpr int TC = 32, TS = 128, P = TS + 1;  // (a warp's loads: 4 positions x 8 quads, banks 4q + p apart)
+    __shared__ float tile[TC * P];  // [channel][position]
     const int64_t channels = shape.sizes[1], spatial = shape.numel / (shape.sizes[0] * channels);
-    const int64_t stiles = (spatial + 63) / 64, per_image = stiles * ((channels + 63) / 64);
-{per_channel}    for (int64_t u = blockIdx.x; u < shape.sizes[0] * per_image; u += gridDim.x) {{  // (u: a tile)
-        const int64_t n = u / per_image, s0 = u % per_image % stiles * 64, c0 = u % per_image / stiles * 64;
-        kf::fill_tile4(tile, o{source}.data + n * spatial * channels, spatial, channels, s0, c0);
+    const int64_t stiles = (spatial + TS - 1) / TS, per_image = stiles * ((channels + TC - 1) / TC);
+{per_channel}{channel_rows}    const int p = threadIdx.x % TS;
+    for (int64_t u = blockIdx.x; u < shape.sizes[0] * per_image; u += gridDim.x) {{  // (u: a tile)
+        const int64_t n = u / per_image, s0 = u % per_image % stiles * TS, c0 = u % per_image / stiles * TC;
+        const float* src = o{source}.data + n * spatial * channels;
+        float4 v[4];
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {{  // quad q (four channels) of position t
+            const int idx = threadIdx.x + 256 * j, t = idx / 8, q = idx % 8;
+            const int64_t s = s0 + t, c = c0 + 4 * q;
+            v[j] = s < spatial && c < channels ? *reinterpret_cast<const float4*>(src + s * channels + c)
+                                               : make_float4(0, 0, 0, 0);
+        }}
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {{
+            const int idx = threadIdx.x + 256 * j, t = idx / 8, q = idx % 8;
+            float* to = tile + 4 * q * P + t;
+            to[0] = v[j].x; to[P] = v[j].y; to[2 * P] = v[j].z; to[3 * P] = v[j].w;
+        }}
         __syncthreads();
-        const int64_t s = s0 + threadIdx.x % 64;
+        const int64_t s = s0 + p;
         #pragma unroll 4
-        for (int i = threadIdx.x / 64; i < 64; i += 4) {{
+        for (int i = threadIdx.x / TS; i < TC; i += 256 / TS) {{
             const int64_t c = c0 + i;
             if (c < channels && s < spatial) {{
                 const index_t at = ((index_t)n * (index_t)channels + (index_t)c) * (index_t)spatial + (index_t)s;
-{values_scalar}                __stcs(out + at, {kernel.name}_op({loads_scalar}));
+{values_scalar}                out[at] = {kernel.name}_op({loads_scalar});
             }}
         }}
         __syncthreads();
@@ -726,7 +750,7 @@ void {kernel.name}_launch_from_channels_last(const kf::Operand* o, const kf::Sha
         return;
     }}
     if (!general && reinterpret_cast<uintptr_t>(o[{source}].data) % 16 == 0 && channels % 4 == 0) {{
-        const int64_t tiles = shape.sizes[0] * ((spatial + 63) / 64) * ((channels + 63) / 64);
+        const int64_t tiles = shape.sizes[0] * ((spatial + 127) / 128) * ((channels + 31) / 32);
         const unsigned blocks = (unsigned)std::min<int64_t>(tiles, INT32_MAX);
         if (small_index) {kernel.name}_from_channels_last4r<int32_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
         else {kernel.name}_from_channels_last4r<int64_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
