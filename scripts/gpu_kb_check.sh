@@ -11,7 +11,9 @@
 # KernelBench's package imports pydantic, which the GPU machine lacks and cannot download: put its wheels (for
 # Python 3.12) in LEVELS_DIR/wheels first, e.g. `pip download --python-version 3.12 --only-binary=:all:
 # --platform manylinux2014_x86_64 -d .devset/wheels pydantic requests`. 14 pairs at once ran out of GPU memory on
-# an H200 where problems have 6-8 GB inputs; 3 at once did not.
+# an H200 where problems have 6-8 GB inputs; 3 at once did not. The pairs are spread over the machine's GPUs (job
+# slot i on GPU i mod count: KernelBench's harness judges on device 0 of those it sees), so PARALLEL = 3 x GPUs;
+# before, every pair went to the first GPU (2 x H200, 6 at once: 7 of 58 out of memory, 2026-11-28).
 set -uo pipefail
 out=$1 levels=$2 jsonl=$3 parallel=$4
 shift 4
@@ -31,15 +33,17 @@ for pattern in "$@"; do
         [ -f "$candidate" ] && pairs+=("$problem" "$candidate")
     done
 done
-echo "kb_check: $(( ${#pairs[@]} / 2 )) pairs, $parallel at a time"
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+[ "${gpus:-0}" -ge 1 ] || gpus=1
+echo "kb_check: $(( ${#pairs[@]} / 2 )) pairs, $parallel at a time over $gpus GPU(s)"
 tmp=$(mktemp -d)
 : >"$jsonl"
 # Each pair's line is appended to KB_JSONL as soon as it is judged: a call stopped at its time limit keeps those done.
 for ((i = 0; i < ${#pairs[@]}; i += 2)); do
     echo "${pairs[i]} ${pairs[i+1]}"
-done | xargs -P "$parallel" -L 1 sh -c '
+done | xargs -P "$parallel" --process-slot-var=KB_SLOT -L 1 sh -c '
     name=$(basename "$1" .py)
-    python3 '"$levels"'/harness/kb_check.py --json '"$tmp"'/$name.json "$1" "$2" >'"$tmp"'/$name.log 2>&1
+    CUDA_VISIBLE_DEVICES=$((KB_SLOT % '"$gpus"')) python3 '"$levels"'/harness/kb_check.py --json '"$tmp"'/$name.json "$1" "$2" >'"$tmp"'/$name.log 2>&1
     tail -n 2 '"$tmp"'/$name.log
     python3 -c "
 import json, sys

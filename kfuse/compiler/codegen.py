@@ -696,10 +696,9 @@ __global__ void {kernel.name}_from_channels_last4({operands}, kf::Shape shape, f
 // warp's store 32 neighbouring positions of one channel and the block's 128 of a channel row back to back (fewer
 // tile edges inside a row: the 32-byte sectors two blocks share). The tile's pitch keeps both passes free of bank
 // conflicts. (H200, level2/5's epilogue alone: 1.22 ms where the 64 x 64 tile took 1.47 and torch.compile 1.12;
-// scripts/bench/transpose_odd.py, results/transpose-odd-H200-2026-11-28/.)
+// scripts/bench/transpose_odd.py, results/transpose-odd-H200-2026-11-28/.) Six blocks an SM with 32-bit indexing:
+// 38 registers, no spill, where the compiler's own choice took 64 and four blocks; 64-bit indexing keeps 64.
 template <typename index_t>
-// (six blocks an SM with 32-bit indexing: 38 registers, no spill, where the compiler's own choice took 64 and
-// four blocks; 64-bit indexing keeps its 80, unspilled)
 __global__ void __launch_bounds__(256, sizeof(index_t) == 4 ? 6 : 3) {kernel.name}_from_channels_last4r({operands}, kf::Shape shape, float* __restrict__ out) {{
     constexpr int TC = 32, TS = 128, P = TS + 1;  // (a warp's loads: 4 positions x 8 quads, banks 4q + p apart)
     __shared__ float tile[TC * P];  // [channel][position]
