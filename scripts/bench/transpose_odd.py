@@ -28,6 +28,7 @@ from torch.utils.cpp_extension import load_inline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kfuse.compiler.codegen import TILE_FILL  # noqa: E402  (kf::fill_tile4, as the emitted kernels use it)
 from kfuse.problem import L2Flush  # noqa: E402
 from transpose_epilogue import timed  # noqa: E402
 
@@ -35,32 +36,9 @@ CUDA = r"""
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cstdint>
+""" + TILE_FILL + r"""
 
 // in: [N][S][C] (channels-last), out: [N][C][S]; out = tanh(in - b[c]). C a multiple of 4, S anything.
-
-__device__ __forceinline__ void tile4_slot(int j, int& row, int& quad) {
-    const int step = threadIdx.x / 32 + 8 * j;
-    row = threadIdx.x % 32 / 8 + 4 * (step % 16);
-    quad = threadIdx.x % 8 + 8 * (step / 16);
-}
-__device__ __forceinline__ void fill_tile4(float (&tile)[64][64 + 1], const float* __restrict__ src, int64_t rows,
-                                           int64_t cols, int64_t r0, int64_t k0) {
-    float4 v[4];
-    #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        int row, quad;
-        tile4_slot(j, row, quad);
-        const int64_t r = r0 + row, k = k0 + 4 * quad;
-        v[j] = r < rows && k < cols ? *reinterpret_cast<const float4*>(src + r * cols + k) : make_float4(0, 0, 0, 0);
-    }
-    #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        int row, quad;
-        tile4_slot(j, row, quad);
-        float* t = &tile[4 * quad][row];
-        t[0] = v[j].x; t[64 + 1] = v[j].y; t[2 * (64 + 1)] = v[j].z; t[3 * (64 + 1)] = v[j].w;
-    }
-}
 
 template <bool STREAM>
 __global__ void cur4r(const float* __restrict__ in, const float* __restrict__ b, float* __restrict__ out, int64_t N,
@@ -69,7 +47,7 @@ __global__ void cur4r(const float* __restrict__ in, const float* __restrict__ b,
     const int64_t stiles = (S + 63) / 64, per_image = stiles * ((C + 63) / 64);
     for (int64_t u = blockIdx.x; u < N * per_image; u += gridDim.x) {
         const int64_t n = u / per_image, s0 = u % per_image % stiles * 64, c0 = u % per_image / stiles * 64;
-        fill_tile4(tile, in + n * S * C, S, C, s0, c0);
+        kf::fill_tile4(tile, in + n * S * C, S, C, s0, c0);
         __syncthreads();
         const int64_t s = s0 + threadIdx.x % 64;
         #pragma unroll 4
@@ -113,15 +91,16 @@ __global__ void __launch_bounds__(256) wide(const float* __restrict__ in, const 
         t[0] = v[j].x; t[P] = v[j].y; t[2 * P] = v[j].z; t[3 * P] = v[j].w;
     }
     __syncthreads();
-    const int p = threadIdx.x % RUN;
-    const int64_t s = s0 + p;
     #pragma unroll 4
     for (int i = threadIdx.x / RUN; i < TC; i += CH) {
         const int64_t c = c0 + i;
-        if (c < C && s < S) {
-            const int at = (int)((n * C + c) * S + s);
-            const float y = tanhf(tile[i * P + p] - b[c]);
-            if (STREAM) __stcs(out + at, y); else out[at] = y;
+        for (int p = threadIdx.x % RUN; p < TS; p += RUN) {  // (TS over 256: a thread takes TS / 256 positions)
+            const int64_t s = s0 + p;
+            if (c < C && s < S) {
+                const int at = (int)((n * C + c) * S + s);
+                const float y = tanhf(tile[i * P + p] - b[c]);
+                if (STREAM) __stcs(out + at, y); else out[at] = y;
+            }
         }
     }
 }
