@@ -424,10 +424,10 @@ def test_channels_last_epilogue_keeps_its_operands_out_of_local_memory(tmp_path_
     frames = {name: entry.split(" bytes stack frame")[0].rsplit(None, 1)[-1]
               for name, entry in ptxas_entries(text["CUDA_SOURCE"], tmp_path_factory).items()
               if "from_channels_last" in name}
-    # (int32 and int64 indexing) x (plain, general), and the two 16-byte-access kernels (both ways, reads only) in
-    # both index types
-    assert len(frames) == 8 and set(frames.values()) == {"0"}, frames
-    assert sum("from_channels_last4r" in name for name in frames) == 2, frames
+    # (int32 and int64 indexing) x (plain, general), the 16-byte kernel in both index types, and the one with 16-byte
+    # reads only: int64, and int32 with and without per-channel operands alone (CHANNELS)
+    assert len(frames) == 9 and set(frames.values()) == {"0"}, frames
+    assert sum("from_channels_last4r" in name for name in frames) == 3, frames
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")

@@ -627,8 +627,12 @@ def _channels_last_kernel(kernel: FusedKernel) -> str:
     results4 = ",\n".join(f"                    {lane(j)}" for j in range(4))
     # (the per-channel test once a thread, not once an element: its operands' fields are the same for all)
     channel_rows = "".join(f"    const float* const r{k} = per_channel(o{k}) ? o{k}.data : nullptr;\n" for k in others)
-    values_scalar = "".join(f"                const float v{k} = r{k} ? r{k}[c * o{k}.stride] : kf::load(o{k}, at);\n"
+    values_scalar = "".join(f"                const float v{k} = CHANNELS ? o{k}.data[c * o{k}.stride]\n"
+                            f"                                   : r{k} ? r{k}[c * o{k}.stride] : kf::load(o{k}, at);\n"
                             for k in others)
+    # every other operand one value per channel (biases, the common case), asked on the host: the instantiation
+    # without kf::load's general path per operand per element (a third of the SASS of level2/5's epilogue)
+    all_channels = " && ".join(f"per_channel(o[{k}])" for k in others) or "true"
     loads_scalar = ", ".join(f"tile[i * P + p]" if k == source else f"v{k}" for k in range(n))
     per_channel = ("    // one value per channel (a bias): read at c, without kf::load's two divisions per element\n"
                    "    auto per_channel = [&](const kf::Operand& o) "
@@ -698,7 +702,8 @@ __global__ void {kernel.name}_from_channels_last4({operands}, kf::Shape shape, f
 // conflicts. (H200, level2/5's epilogue alone: 1.22 ms where the 64 x 64 tile took 1.47 and torch.compile 1.12;
 // scripts/bench/transpose_odd.py, results/transpose-odd-H200-2026-11-28/.) Six blocks an SM with 32-bit indexing:
 // 38 registers, no spill, where the compiler's own choice took 64 and four blocks; 64-bit indexing keeps 64.
-template <typename index_t>
+// CHANNELS: every other operand holds one value per channel (the launch asks), read at c alone.
+template <typename index_t, bool CHANNELS>
 __global__ void __launch_bounds__(256, sizeof(index_t) == 4 ? 6 : 3) {kernel.name}_from_channels_last4r({operands}, kf::Shape shape, float* __restrict__ out) {{
     constexpr int TC = 32, TS = 128, P = TS + 1;  // (a warp's loads: 4 positions x 8 quads, banks 4q + p apart)
     __shared__ float tile[TC * P];  // [channel][position]
@@ -749,10 +754,13 @@ void {kernel.name}_launch_from_channels_last(const kf::Operand* o, const kf::Sha
         return;
     }}
     if (!general && reinterpret_cast<uintptr_t>(o[{source}].data) % 16 == 0 && channels % 4 == 0) {{
+        auto per_channel = [&](const kf::Operand& q) {{ return q.step == 2 && q.inner == spatial && q.count == channels; }};
+        (void)per_channel;
         const int64_t tiles = shape.sizes[0] * ((spatial + 127) / 128) * ((channels + 31) / 32);
         const unsigned blocks = (unsigned)std::min<int64_t>(tiles, INT32_MAX);
-        if (small_index) {kernel.name}_from_channels_last4r<int32_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
-        else {kernel.name}_from_channels_last4r<int64_t><<<blocks, 256, 0, stream>>>({args}, shape, out);
+        if (small_index && {all_channels}) {kernel.name}_from_channels_last4r<int32_t, true><<<blocks, 256, 0, stream>>>({args}, shape, out);
+        else if (small_index) {kernel.name}_from_channels_last4r<int32_t, false><<<blocks, 256, 0, stream>>>({args}, shape, out);
+        else {kernel.name}_from_channels_last4r<int64_t, false><<<blocks, 256, 0, stream>>>({args}, shape, out);
         return;
     }}
     // about 16K blocks, each walking several images, where one tile a block would make millions of blocks, each
