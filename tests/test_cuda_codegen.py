@@ -212,6 +212,20 @@ def test_the_host_code_carries_the_geometry_but_not_the_kernels_helpers():
     assert "reduced_offsets" in text["CPP_SOURCE"]  # (the CPU target's kernels are host code)
 
 
+def test_a_norm_reads_its_per_channel_weight_once_a_row_where_the_channels_are_kept():
+    """reduce._row_constants: a batch norm's weight and bias (as_channel views, one value a row) are read by the row's
+    finish into the row struct, and the full phase's body takes the normalised value alone; a group norm, which
+    reduces over its channels, reads them with every element as before."""
+    for problem, target in (("batchnorm_relu", "cuda"), ("batchnorm_relu", "cpu")):
+        _, text = sources(problem, target)
+        source = text["CUDA_SOURCE" if target == "cuda" else "CPP_SOURCE"]
+        assert re.search(r"rv\.c(\d+) = A\.v\[\1\]\.data\[ob\[\1\]\];", source), (problem, target)
+        body = re.search(r"void full_body\(const row& rv, float\* y(.*?)\)", source).group(1)
+        assert body == ", float a0" and "(kf_acc)rv.c" in source, body
+    _, text = sources("group_norm_relu")
+    assert "rv.c" not in text["CUDA_SOURCE"]
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 def test_split_row_stages_run_their_own_lighter_kernels(tmp_path_factory):
     """A split or two-pass row reduction launches one instantiation per stage: the partials kernel, compiled without

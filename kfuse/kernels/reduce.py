@@ -1925,10 +1925,14 @@ class _Printer:
         extra: list[int] = []
         if spec.full is not None:
             expr = spec.full
+            constants = dict(self._row_constants())
             for role, (node, kind) in spec.operands.items():
                 if "{" + role + "}" not in expr:
                     continue
                 i = self.slot[(node.name, kind)]
+                if role in constants:  # read once a row (finish), not once an element
+                    expr = expr.replace("{" + role + "}", f"rv.c{i}")
+                    continue
                 extra.append(i)
                 expr = expr.replace("{" + role + "}", f"a{i}")
             lines.append(f"    const float x = {names[spec.source.name]};")
@@ -2101,9 +2105,22 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
         return list(dict.fromkeys(views + list(range(self.nop, self.nviews))))
 
     # -- row phase ---------------------------------------------------------------------------------------
+    def _row_constants(self) -> list[tuple[str, int]]:
+        """(role, view) of the full expression's operands that hold one value a row: a norm's per-channel weight and
+        bias where the channels are kept (batch and instance norm; a group norm reduces over its channels). Their
+        views are as_channel's, stride 0 along every other dim, so each row reads one value: finish() reads it into
+        the row, once, where the full phase read it again with every element (its float4s in the vector loops: a
+        load, the offset arithmetic and a stride-0 test per view per float4)."""
+        spec = self.spec
+        if spec.full is None or spec.groups is not None or 1 in spec.dims:
+            return []
+        return [(role, self.slot[(node.name, kind)]) for role, (node, kind) in spec.operands.items()
+                if kind == "channel" and "{" + role + "}" in spec.full]
+
     def row_struct(self) -> str:
         k = self.k
         fields = [f"    kf_acc {name};\n" for name, _ in self.spec.stats]
+        fields += [f"    float c{i};\n" for _, i in self._row_constants()]
         if k.value_node is not None:
             fields.append(f"    float v_{k.value_node.name};\n")
         fields += [f"    float v_{n.name};\n" for n in k.row_nodes]
@@ -2128,6 +2145,7 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
     def finish(self) -> str:
         k, spec = self.k, self.spec
         lines = [f"    rv.{name} = {self._channel_refs(expr, '')};" for name, expr in spec.stats]
+        lines += [f"    rv.c{i} = A.v[{i}].data[ob[{i}]];" for _, i in self._row_constants()]
         names: dict[str, str] = {}
         if k.value_node is not None:
             row = self._channel_refs(spec.row, "").replace("SOURCE_AT(", f"{self.n}_source_at<index_t>(A, g, ob, ")
