@@ -59,9 +59,9 @@ def test_convolutions_give_their_bias_to_reductions_and_run_channels_last_into_p
                                                      "kfuse.bias_of_conv2d_2", "kfuse.bias_of_conv_transpose2d"]
     calls = [line for line in text["CPP_SOURCE"].splitlines() if "// library call" in line]
     assert len(calls) == 4 and all("bias added by the next kernel" in c for c in calls)
-    # the group norm writes a full-shape result (its layout would follow the input's) and the min reduces over the
-    # channels (short rows channels-last): those convolutions stay NCHW; the pooled means read channels-last
-    assert ["channels-last" in c for c in calls] == [False, True, False, True]
+    # the group norm writes a full-shape result (its layout would follow the input's): that convolution stays NCHW;
+    # the pooled means and the min over the channels read channels-last (plan._reduce_conv_channels_last)
+    assert ["channels-last" in c for c in calls] == [False, True, True, True]
 
 
 def test_tf32_convolutions_run_channels_last_and_the_epilogue_transposes():
