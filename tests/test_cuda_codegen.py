@@ -59,9 +59,9 @@ def test_convolutions_give_their_bias_to_reductions_and_run_channels_last_into_p
                                                      "kfuse.bias_of_conv2d_2", "kfuse.bias_of_conv_transpose2d"]
     calls = [line for line in text["CPP_SOURCE"].splitlines() if "// library call" in line]
     assert len(calls) == 4 and all("bias added by the next kernel" in c for c in calls)
-    # the group norm writes a full-shape result (its layout would follow the input's) and the min reduces over the
-    # channels (short rows channels-last): those convolutions stay NCHW; the pooled means read channels-last
-    assert ["channels-last" in c for c in calls] == [False, True, False, True]
+    # the group norm writes a full-shape result (its layout would follow the input's): that convolution stays NCHW;
+    # the pooled means and the min over the channels read channels-last (plan._reduce_conv_channels_last)
+    assert ["channels-last" in c for c in calls] == [False, True, True, True]
 
 
 def test_tf32_convolutions_run_channels_last_and_the_epilogue_transposes():
@@ -682,6 +682,26 @@ def test_fp32_convolutions_run_channels_last_only_where_the_gpu_shows_eager_s_ou
     assert optimize(grouped, tmp_path / "grouped_new.py", "cuda").kernels[0]["reads_channels_last"] is None
     short_k = conv_problem(tmp_path, "short_k", "Conv2d(8, 64, 3)", (2, 8, 19, 23))
     assert all(k["reads_channels_last"] is None for k in optimize(short_k, tmp_path / "short_k_new.py", "cuda").kernels)
+
+
+@pytest.mark.parametrize("forward", ["torch.logsumexp(self.conv(x), dim=1, keepdim=True)",
+                                     "torch.amin(self.conv(x), dim=1)",
+                                     "torch.mean(self.conv(x), dim=(2, 3, 4))"])
+def test_a_convolution_a_reduction_reads_runs_channels_last_where_the_gpu_shows_eager_s_output(tmp_path, monkeypatch,
+                                                                                              forward):
+    """plan._reduce_conv_channels_last: whatever the convolution's K (here a ConvTranspose3d's 3 x 27 = 81) and
+    whether the channels are reduced or kept, channels-last where the GPU shows eager's output that way (and no
+    clearly slower call); the reduction reads it through its strides. No GPU to ask: NCHW."""
+    problem = conv_problem(tmp_path, "reduced", "ConvTranspose3d(3, 16, 3, stride=2)", (2, 3, 5, 6, 7), forward=forward)
+    nchw = optimize(problem, tmp_path / "reduced_nchw.py", "cuda")
+    assert "kf::channels_last(" not in nchw.path.read_text()
+    monkeypatch.setattr("kfuse.compiler.plan.channels_last_keeps_result", lambda node: True)
+    result = optimize(problem, tmp_path / "reduced_new.py", "cuda")
+    text = result.path.read_text()
+    assert "kf::channels_last(x)" in text and "library call, channels-last" in text
+    assert [k["reads_channels_last"] for k in result.kernels] == [None]  # (read through its strides, no transpose)
+    monkeypatch.setattr("kfuse.compiler.plan.channels_last_slower", lambda node: True)
+    assert "kf::channels_last(" not in optimize(problem, tmp_path / "reduced_slow.py", "cuda").path.read_text()
 
 
 def test_a_convolution_eager_runs_in_tf32_stays_eager_s_call(tmp_path, monkeypatch):

@@ -303,28 +303,32 @@ def _read_conv_channels_last(kernel: FusedKernel, steps: list[Step], precision: 
     kernel.channels_last_input, kernel.write_into = kernel.write_into, None
 
 
-def _reduce_conv_channels_last(kernel, steps: list[Step], precision: str) -> None:
+def _reduce_conv_channels_last(kernel, steps, precision: str) -> None:
     """A 2D/3D convolution read only by this reduction kernel runs channels-last where the kernel writes nothing of
     the full shape (a pooled or reduced result: no output changes layout). The kernel reads its operands through
-    their strides (kfuse/kernels/reduce.py), so the layout costs it nothing, and cuDNN's NCHW path would have made the
-    same channels-last copy of the input and one more of the output (nchwToNhwc / nhwcToNchw). Only where the
-    channels are kept (a pooled mean): a reduction over them would read rows of C contiguous floats, short rows
-    that kfuse's row kernels take a warp each for (suite/level2/4, min over 64 channels: no faster channels-last,
-    1.80 ms against 1.81 NCHW with cuDNN's bias pass, H100), where NCHW gives the column kernel long runs."""
-    if kernel.full_outputs or kernel.spec.groups is not None or 1 in kernel.spec.dims:
+    their strides (kfuse/kernels/reduce.py), so the layout costs it nothing, and cuDNN's NCHW path may make the same
+    channels-last copy of the input and one more of the output itself (nchwToNhwc / nhwcToNchw: 0.82 of a
+    ConvTranspose3d's 3.0 ms in level2/58, H200). A reduction over the channels reads each position's C floats
+    contiguous (a row kernel's few lanes a row), one over the positions the column kernel's long runs. Whatever the
+    reduction's length (K), the GPU decides (_channels_last_pays with short_k): the output must stay eager's and the
+    call not turn slower; only CHANNELS_LAST_MIN_K's survey, which timed convolutions whose NCHW results were
+    transposed back, asks for a long one. (Before: reductions over the channels stayed NCHW, a min over 64 channels
+    ran as fast either way, suite/level2/4 on an H100: 1.80 ms against 1.81.)"""
+    if kernel.full_outputs or kernel.spec.groups is not None:
         return
     calls = {s.node.name: s for s in steps if isinstance(s, LibraryCall) and not s.eager_bits}
     inside = set(kernel.nodes)
     for name, kind in kernel.operands:
         call = calls.get(name)
         if (kind == "full" and call is not None and call.anchor and set(call.node.users) <= inside
-                and _channels_last_pays(call.node, precision)):
+                and _channels_last_pays(call.node, precision, short_k=True)):
             call.channels_last = True
 
 
-def _long_reduction(node: torch.fx.Node) -> bool:
+def _long_reduction(node: torch.fx.Node, short_k: bool = False) -> bool:
     """CHANNELS_LAST_MIN_K's rule: groups 1 and a long reduction (C_in * taps; a transposed convolution's weight
-    is [C_in, C_out, taps...], a plain one's [C_out, C_in, taps...]). Both kinds have groups at argument 6."""
+    is [C_in, C_out, taps...], a plain one's [C_out, C_in, taps...]). Both kinds have groups at argument 6.
+    `short_k`: groups 1 alone."""
     args = list(node.args) + [None] * 7
     groups = args[6] if args[6] is not None else node.kwargs.get("groups", 1)
     weight = tensor_meta(args[1])
@@ -333,11 +337,12 @@ def _long_reduction(node: torch.fx.Node) -> bool:
     k = int(weight.shape[0] if "transpose" in str(node.target) else weight.shape[1])
     for size in weight.shape[2:]:
         k *= int(size)
-    return k >= CHANNELS_LAST_MIN_K
+    return short_k or k >= CHANNELS_LAST_MIN_K
 
 
-def _runs_channels_last(node: torch.fx.Node, precision: str) -> bool:
-    """A batched 2D/3D convolution cuDNN runs faster channels-last, at no precision cost under the policy."""
+def _runs_channels_last(node: torch.fx.Node, precision: str, short_k: bool = False) -> bool:
+    """A batched 2D/3D convolution cuDNN runs faster channels-last, at no precision cost under the policy (`short_k`:
+    a short reduction too, where the caller has the GPU time both layouts)."""
     out = tensor_meta(node)
     if str(node.target) not in CHANNELS_LAST_CONVS or out is None or out.dim() not in (4, 5):
         return False  # (an unbatched input has no channels-last layout)
@@ -347,15 +352,15 @@ def _runs_channels_last(node: torch.fx.Node, precision: str) -> bool:
         return True
     # fp32 policy: within 1e-4 of eager's own NCHW call only where the GPU shows the same output channels-last
     # (kfuse.kernels.eager_precision); without a GPU to ask, NCHW.
-    return _long_reduction(node) and bool(channels_last_keeps_result(node))
+    return _long_reduction(node, short_k) and bool(channels_last_keeps_result(node))
 
 
-def _channels_last_pays(node: torch.fx.Node, precision: str) -> bool:
+def _channels_last_pays(node: torch.fx.Node, precision: str, short_k: bool = False) -> bool:
     """_runs_channels_last, where NCHW is the other way to run the convolution (it feeds a kernel either way): unless
     the GPU times channels-last, with its input's conversion, clearly slower (eager_precision.channels_last_slower).
     (add_convolution_epilogues does not ask: the copy it gives a bare convolution keeps cuDNN for it in either
     layout.)"""
-    return _runs_channels_last(node, precision) and not channels_last_slower(node)
+    return _runs_channels_last(node, precision, short_k) and not channels_last_slower(node)
 
 
 def _is_dead_assert(node: torch.fx.Node) -> bool:
