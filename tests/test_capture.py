@@ -192,3 +192,30 @@ def test_every_op_kfuse_decomposes_has_a_decomposition_in_this_torch():
     from kfuse.compiler.capture import DECOMPOSED, _decomposition_table
 
     assert {str(op) for op in _decomposition_table()} == DECOMPOSED
+
+
+class ElmanGivenState(nn.Module):
+    """An Elman cell whose plain tensor attribute holds the state: an optional input is written into it in place,
+    then the attribute is replaced by the new state (the pattern of KernelBench's newer VanillaRNN)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden = torch.randn(4, 6)  # plain attribute: Module.to leaves it on the CPU
+        self.i2h = nn.Linear(5 + 6, 6)
+        self.h2o = nn.Linear(6, 3)
+
+    def forward(self, x, initial_hidden=None):
+        if initial_hidden is not None:
+            self.hidden.copy_(initial_hidden)
+        self.hidden = self.hidden.to(x.device)
+        self.hidden = torch.tanh(self.i2h(torch.cat((x, self.hidden), dim=1)))
+        return self.h2o(self.hidden)
+
+
+def test_an_input_written_into_a_plain_attribute_captures_on_meta():
+    """On meta inputs the attribute goes to meta as well: a CPU attribute could not take a copy of a meta input
+    ("Cannot copy out of meta tensor"), and the problem was refused. The write and the new state are both kept."""
+    meta = torch.device("meta")
+    captured = capture(ElmanGivenState().to(meta), [torch.randn(4, 5, device=meta), torch.randn(4, 6, device=meta)])
+    assert [i.target for i in captured.inputs if i.kind == "attribute"] == ["hidden"]
+    assert ops(captured.graph).count("aten.copy_.default") == 2  # the input into it, then the new state

@@ -398,6 +398,21 @@ def test_state_carried_across_calls_is_updated_and_judged_in_step(optimized):
     assert any("state kept across calls" in note for note in verdict["trials"][0]["notes"])
 
 
+def test_an_optional_input_given_at_capture_is_required_by_model_new(tmp_path):
+    """forward(x, bias=None) captured with bias given: the graph has no path for None, so ModelNew refuses None
+    with a clear error instead of failing inside the extension."""
+    problem = tmp_path / "p.py"
+    problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x, bias=None):\n"
+                       "        return torch.relu(x if bias is None else x + bias)\n"
+                       "def get_inputs():\n    return [torch.rand(3, 4), torch.rand(4)]\n"
+                       "def get_init_inputs():\n    return []\n")
+    out = tmp_path / "p_new.py"
+    done = subprocess.run([sys.executable, "-m", "kfuse", "optimize", str(problem), "--device", "cpu", "--no-check",
+                           "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "        if bias is None:" in out.read_text()
+
+
 def test_nothing_to_fuse_is_a_clear_error(tmp_path):
     assert "no kernel" in _optimize_refused(tmp_path, "torch.sort(x, -1)[0]", "torch.rand(3, 4)")
 

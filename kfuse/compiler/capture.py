@@ -300,6 +300,19 @@ def _tensor_attributes(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return found
 
 
+def _attributes_on_meta(model: torch.nn.Module, example_inputs: list) -> None:
+    """A capture on meta inputs gets the plain tensor attributes on meta too: Module.to leaves them where __init__
+    made them (the CPU), and a forward that writes an input into one (`self.hidden.copy_(initial_hidden)`,
+    KernelBench's 33_VanillaRNN) cannot copy a meta tensor into a real one. Their values are never read here."""
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    if not tensors or not all(x.is_meta for x in tensors):
+        return
+    for path, value in _tensor_attributes(model).items():
+        if not value.is_meta:
+            owner, _, name = path.rpartition(".")
+            setattr(model.get_submodule(owner) if owner else model, name, value.to("meta"))
+
+
 def _as_buffer(model: torch.nn.Module, path: str, value: torch.Tensor) -> None:
     owner, _, name = path.rpartition(".")
     module = model.get_submodule(owner) if owner else model
@@ -403,6 +416,7 @@ def capture(model: torch.nn.Module, example_inputs: list, drop_no_op_moves: bool
     from torch.export.graph_signature import InputKind, OutputKind
 
     _register_recurrent_shapes()
+    _attributes_on_meta(model, example_inputs)
     try:
         with numbers_keep_their_value():
             before = _tensor_attributes(model)

@@ -225,6 +225,17 @@ def _rebuilt(structure, leaves) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
+def _optional_tensor_inputs(forward: ast.FunctionDef, captured: Captured) -> list[str]:
+    """forward's parameters that default to None but were given a tensor at capture: the graph has no path for None
+    (`if initial_hidden is not None:` was taken), so ModelNew says so rather than failing inside the extension."""
+    params = forward.args.args[1:]
+    defaults = dict(zip([a.arg for a in params[len(params) - len(forward.args.defaults):]], forward.args.defaults))
+    given = {params[i.target].arg for i in captured.inputs
+             if i.kind == "user" and i.dtype is not None and i.target < len(params)}
+    return [name for name, default in defaults.items()
+            if name in given and isinstance(default, ast.Constant) and default.value is None]
+
+
 def _bound_names(node: ast.stmt) -> set[str]:
     return {(a.asname or a.name).split(".")[0] for a in node.names}
 
@@ -335,6 +346,9 @@ def emit(problem_path: Path, captured: Captured, sources: Sources, target: str, 
     for name, value in _frozen_numbers(forward, example_inputs):
         model_new.append(f"        if {name} != {value}:  # numbers are compiled into the kernels")
         model_new.append(f'            raise ValueError("this ModelNew was compiled for {name}={value}")')
+    for name in _optional_tensor_inputs(forward, captured):
+        model_new.append(f"        if {name} is None:  # the graph was captured with it given")
+        model_new.append(f'            raise ValueError("this ModelNew was compiled for {name} given as a tensor")')
     for path in moved:
         model_new.append(f"        {path} = {path}.to({first_tensor}.device)  # a plain tensor attribute, as Model moves it")
     listed = ", ".join(call_args)
