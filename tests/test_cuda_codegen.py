@@ -141,6 +141,8 @@ def test_a_convolution_the_gpu_times_slower_channels_last_runs_nchw_into_its_ker
     slow = optimize(problem, tmp_path / "slow.py", "cuda", "tf32")
     assert asked == ["conv2d"] and slow.kernels[0]["reads_channels_last"] is None
     assert slow.kernels[0]["in_place_into"] == "conv2d" and "kf::channels_last(x)" not in slow.path.read_text()
+    # the layout each run chose is recorded (results.json), so that a file's time that moves can be traced to it
+    assert [u["channels_last"] for u in fast.unfused] == [True] and [u["channels_last"] for u in slow.unfused] == [False]
 
 
 @pytest.mark.parametrize("conv, channels", [("Conv2d(16, 16, 3, groups=16)", 16),

@@ -781,7 +781,8 @@ def record(problem: Problem, key: str | None, result: dict, options: BenchOption
         "compile_agreement": timing.get("compile_agreement", {}),
         "kernels": [{"name": k.get("name"), "fuses": k.get("fuses", []), "in_place_into": k.get("in_place_into")}
                     for k in optimized.get("kernels", [])],
-        "unfused": [{"op": u.get("op"), "reason": u.get("reason")} for u in optimized.get("unfused", [])],
+        "unfused": [{k: u[k] for k in ("op", "reason", "channels_last") if k in u}  # (a convolution: its layout)
+                    for u in optimized.get("unfused", [])],
         "launches": optimized.get("launches"),  # kernels and library calls per forward
         "cuda_graph": bool(optimized.get("cuda_graph")),  # ... launched as one CUDA graph
         "elapsed_s": result.get("elapsed_s"),

@@ -1226,7 +1226,9 @@ def generate(captured: Captured, plan: Plan, target: str) -> Sources:
     library = [c.op for c in plan.library_calls]
     unfused = [{"op": c.op, "node": c.node.name,
                 "reason": "anchor: runs on the vendor library, its epilogue fused after it" if c.anchor
-                else _unfused_reason(c)} for c in plan.library_calls]
+                else _unfused_reason(c)}
+               | ({"channels_last": c.channels_last} if "conv" in c.op else {})  # (a run records its layouts)
+               for c in plan.library_calls]
     return Sources(cpp, cuda, kernels, library, unfused, sm90a=gm.sm90a, packed=packs_arguments(captured))
 
 
