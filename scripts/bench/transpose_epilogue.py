@@ -205,6 +205,21 @@ def timed(fn, flush: L2Flush, trials: int = 30) -> float:
     return statistics.median(time_one_call(fn, torch.device("cuda"), flush)[0] for _ in range(trials))
 
 
+def add_row(rows: list, variant: str, err: float | None, ms: float | None, moved_bytes: int, **keys) -> None:
+    """One variant's result: a row of the JSON (`keys` first: the case and shape) and a printed line, with the
+    bandwidth its `moved_bytes` make (the transposes' benches: 2 x 4 bytes an element)."""
+    gbs = moved_bytes / ms / 1e6 if ms else None
+    rows.append({**keys, "variant": variant, "max_abs_diff": err, "ms": ms, "GB_per_s": gbs})
+    print(f"{variant:20s} " + (f"diff {err:.1e}" if err is not None else " " * 12)
+          + (f"  {ms:.3f} ms  {gbs:.0f} GB/s" if ms else ""), flush=True)
+
+
+def write_rows(path: str | None, rows: list) -> None:
+    if path:
+        with open(path, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json")
@@ -235,9 +250,7 @@ def main() -> None:
             ms = timed(lambda: x.contiguous(), flush)
             rows.append({"shape": [n, c, h, w], "variant": "ATen channels-last -> contiguous copy", "ms": ms})
             print(f"{'ATen copy (cl -> nchw)':24s}             {ms:.3f} ms")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+    write_rows(args.json, rows)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ Times: CUDA events, L2 flushed, median of 30 (scripts/bench/transpose_epilogue.t
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -30,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kfuse.compiler.codegen import TILE_FILL  # noqa: E402  (kf::fill_tile4, as the emitted kernels use it)
 from kfuse.problem import L2Flush  # noqa: E402
-from transpose_epilogue import timed  # noqa: E402
+from transpose_epilogue import add_row, timed, write_rows  # noqa: E402
 
 CUDA = r"""
 #include <cuda_runtime.h>
@@ -203,21 +202,13 @@ def main() -> None:
             torch.cuda.synchronize()
             err = None if name.startswith("copy4") else (out - want).abs().max().item()
             ms = timed(lambda: ext.launch(v, x, b, out, n, c, h * w), flush) if big else None
-            gbs = 2 * x.numel() * 4 / ms / 1e6 if ms else None
-            rows.append({"shape": [n, c, h, w], "variant": name, "max_abs_diff": err, "ms": ms, "GB_per_s": gbs})
-            print(f"{name:20s} " + (f"diff {err:.1e}" if err is not None else " " * 12)
-                  + (f"  {ms:.3f} ms  {gbs:.0f} GB/s" if ms else ""), flush=True)
+            add_row(rows, name, err, ms, 2 * x.numel() * 4, shape=[n, c, h, w])
         if big:  # torch.compile's Triton kernel for the same epilogue
             compiled = torch.compile(lambda t: torch.tanh(t - b.view(1, -1, 1, 1)).contiguous())
             err = (compiled(x) - want).abs().max().item()
-            ms = timed(lambda: compiled(x), flush)
-            gbs = 2 * x.numel() * 4 / ms / 1e6
-            rows.append({"shape": [n, c, h, w], "variant": "torch.compile", "max_abs_diff": err, "ms": ms,
-                         "GB_per_s": gbs})
-            print(f"{'torch.compile':20s} diff {err:.1e}  {ms:.3f} ms  {gbs:.0f} GB/s", flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+            add_row(rows, "torch.compile", err, timed(lambda: compiled(x), flush), 2 * x.numel() * 4,
+                    shape=[n, c, h, w])
+    write_rows(args.json, rows)
 
 
 if __name__ == "__main__":

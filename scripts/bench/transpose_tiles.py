@@ -21,7 +21,6 @@ Times: CUDA events, L2 flushed, median of 30.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from torch.utils.cpp_extension import load_inline
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kfuse.problem import L2Flush  # noqa: E402
-from transpose_epilogue import timed  # noqa: E402  (the judge's timing of one call, median of 30)
+from transpose_epilogue import add_row, timed, write_rows  # noqa: E402  (timed: the judge's timing, median of 30)
 
 CUDA = r"""
 #include <cuda_runtime.h>
@@ -223,22 +222,13 @@ def main() -> None:
             torch.cuda.synchronize()
             err = None if name.startswith("copy4") else (out - want).abs().max().item()
             ms = timed(lambda: ext.launch(v, epi, x, out, m, b, r, k), flush) if big else None
-            gbs = 2 * x.numel() * 4 / ms / 1e6 if ms else None
-            rows.append({"case": what, "shape": [b, r, k], "variant": name, "max_abs_diff": err, "ms": ms,
-                         "GB_per_s": gbs})
-            print(f"{name:20s} " + (f"diff {err:.1e}" if err is not None else " " * 12)
-                  + (f"  {ms:.3f} ms  {gbs:.0f} GB/s" if ms else ""), flush=True)
+            add_row(rows, name, err, ms, 2 * x.numel() * 4, case=what, shape=[b, r, k])
         if big:  # torch.compile's own Triton kernel for the same transpose (and epilogue)
             compiled = torch.compile(lambda t: reference(t, m, epi))
             err = (compiled(x) - want).abs().max().item()
-            ms = timed(lambda: compiled(x), flush)
-            gbs = 2 * x.numel() * 4 / ms / 1e6
-            rows.append({"case": what, "shape": [b, r, k], "variant": "torch.compile", "max_abs_diff": err, "ms": ms,
-                         "GB_per_s": gbs})
-            print(f"{'torch.compile':20s} diff {err:.1e}  {ms:.3f} ms  {gbs:.0f} GB/s", flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+            add_row(rows, "torch.compile", err, timed(lambda: compiled(x), flush), 2 * x.numel() * 4, case=what,
+                    shape=[b, r, k])
+    write_rows(args.json, rows)
 
 
 if __name__ == "__main__":
