@@ -577,6 +577,13 @@ void {kernel.name}_launch(const kf::Operand* o, const kf::Shape& shape, float* o
 """
 
 
+def _per_channel_lambda(o: str) -> str:
+    """C++ `per_channel(operand)`: a channels-last epilogue's operand holds one value per channel (a bias). In the
+    kernels, and in their launch, which picks the instantiation that reads every other operand at c."""
+    return (f"auto per_channel = [&](const kf::Operand& {o}) "
+            f"{{ return {o}.step == 2 && {o}.inner == spatial && {o}.count == channels; }};\n")
+
+
 def _channels_last_kernel(kernel: FusedKernel) -> str:
     """The kernel for a channels-last input ([N][S][C] in memory, S the spatial positions) and a contiguous
     result ([N][C][S]): a tile passes through shared memory, so reads and writes both coalesce; 64x64 with 16-byte
@@ -635,8 +642,8 @@ def _channels_last_kernel(kernel: FusedKernel) -> str:
     all_channels = " && ".join(f"per_channel(o[{k}])" for k in others) or "true"
     loads_scalar = ", ".join(f"tile[i * P + p]" if k == source else f"v{k}" for k in range(n))
     per_channel = ("    // one value per channel (a bias): read at c, without kf::load's two divisions per element\n"
-                   "    auto per_channel = [&](const kf::Operand& o) "
-                   "{ return o.step == 2 && o.inner == spatial && o.count == channels; };\n") if others else ""
+                   f"    {_per_channel_lambda('o')}") if others else ""
+    host_per_channel = f"        {_per_channel_lambda('q')}" if others else ""  # (o: the launch's operand array)
     return f"""
 template <typename index_t, bool GENERAL>
 __global__ void {kernel.name}_from_channels_last({operands}, kf::Shape shape, float* __restrict__ out) {{
@@ -754,9 +761,7 @@ void {kernel.name}_launch_from_channels_last(const kf::Operand* o, const kf::Sha
         return;
     }}
     if (!general && reinterpret_cast<uintptr_t>(o[{source}].data) % 16 == 0 && channels % 4 == 0) {{
-        auto per_channel = [&](const kf::Operand& q) {{ return q.step == 2 && q.inner == spatial && q.count == channels; }};
-        (void)per_channel;
-        const int64_t tiles = shape.sizes[0] * ((spatial + 127) / 128) * ((channels + 31) / 32);
+{host_per_channel}        const int64_t tiles = shape.sizes[0] * ((spatial + 127) / 128) * ((channels + 31) / 32);
         const unsigned blocks = (unsigned)std::min<int64_t>(tiles, INT32_MAX);
         if (small_index && {all_channels}) {kernel.name}_from_channels_last4r<int32_t, true><<<blocks, 256, 0, stream>>>({args}, shape, out);
         else if (small_index) {kernel.name}_from_channels_last4r<int32_t, false><<<blocks, 256, 0, stream>>>({args}, shape, out);

@@ -303,7 +303,7 @@ def _read_conv_channels_last(kernel: FusedKernel, steps: list[Step], precision: 
     kernel.channels_last_input, kernel.write_into = kernel.write_into, None
 
 
-def _reduce_conv_channels_last(kernel, steps, precision: str) -> None:
+def _reduce_conv_channels_last(kernel, steps: list[Step], precision: str) -> None:
     """A 2D/3D convolution read only by this reduction kernel runs channels-last where the kernel writes nothing of
     the full shape (a pooled or reduced result: no output changes layout). The kernel reads its operands through
     their strides (kfuse/kernels/reduce.py), so the layout costs it nothing, and cuDNN's NCHW path may make the same
