@@ -312,11 +312,19 @@ class Judgement:
     def reference_refuses(self, seed: int, layout: str) -> str | None:
         """Why the reference fails on the inputs laid out so: non-contiguous copies (a `.view` of an input, cuDNN's
         LSTM with a strided h0), another batch (state or a view sized for the problem's batch, inputs with no
-        common batch dim); or None. Run on a copy of the model: its state (running statistics) stays as it is."""
+        common batch dim), indices out of range (a cut class dim under cross-entropy's targets); or None. Run on a
+        copy of the model: its state (running statistics) stays as it is. Where an input is integer (values that
+        index), on the CPU: an index out of range is a device-side assert on CUDA, which no exception handler
+        survives (the judge's process is lost with it), and a clear error on the CPU."""
         inputs = self.inputs(seed, layout)
         if inputs is None:
             return "its inputs share no batch dim" + (" or are over 256 MB doubled" if layout == "doubled" else "")
         probe = copy_model(self.reference)
+        indexing = any(isinstance(v, torch.Tensor) and not v.is_floating_point() and not v.is_complex()
+                       and v.dtype != torch.bool for v in inputs)
+        if indexing and self.device.type != "cpu":
+            probe = probe.cpu()
+            inputs = [v.cpu() if isinstance(v, torch.Tensor) else v for v in inputs]
         torch.manual_seed(seed)
         try:
             with torch.no_grad():
