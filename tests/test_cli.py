@@ -146,7 +146,7 @@ def test_a_file_incorrect_on_precision_alone_is_planned_again_with_eager_roundin
 
     from kfuse import cli
 
-    problem = Path(__file__).parent / "optimize" / "broadcast_two_inputs.py"  # (eager's rounding keeps a kernel)
+    problem = Path(__file__).parent / "optimize" / "activation_chain.py"  # (eager's rounding keeps a kernel)
 
     def run(first: dict) -> tuple[list, object, dict]:
         planned = []

@@ -17,8 +17,9 @@ Rules:
 - on the CUDA target, a convolution returned as it is gets a copy as its epilogue where the copy adds its bias or
   brings it back from channels-last (add_convolution_epilogues);
 - on the CUDA target under the fp32 policy, whatever a TF32 call reads (directly or through earlier ops) keeps
-  eager's own calls, bit for bit (kfuse.kernels.eager_precision.eager_bits_needed says why): only EXACT_POINTWISE ops of
-  it fuse, and no other pass takes such a call (LibraryCall.eager_bits);
+  eager's own calls, bit for bit (kfuse.kernels.eager_precision.eager_bits_needed says why): only the ops of it that a
+  kernel computes to eager's bit fuse (computes_eager_bits), and no other pass takes such a call
+  (LibraryCall.eager_bits);
 - everything else stays an ATen call (cuBLAS, cuDNN, or ATen's own kernels) and is listed as unfused.
 """
 
@@ -102,16 +103,27 @@ class Plan:
 
 
 # Pointwise ops a fused kernel computes to eager's bit: no rounding, or one rounding of the exact result (add and
-# sub with alpha 1). A product is left out: in a kernel with an add after it the compiler may contract the two
-# into one FMA, which eager's two kernels round twice.
+# sub with alpha 1; products below).
 EXACT_POINTWISE = {"aten.relu.default", "aten.hardtanh.default", "aten.clamp.default", "aten.clamp_min.default",
                    "aten.clamp_max.default", "aten.maximum.default", "aten.minimum.default", "aten.neg.default",
                    "aten.abs.default", "aten.where.self", "aten.clone.default", "aten.add.Tensor",
                    "aten.sub.Tensor"}
 
 
+# A product or quotient of two values is one IEEE rounding in a kernel as in eager's (a division by a number as
+# eager's reciprocal multiply, kfuse.kernels.ops), unless the compiler contracts it with an add that reads it into one
+# FMA: so an add or sub reading one is left to eager.
+PRODUCTS = {"aten.mul.Tensor", "aten.mul.Scalar", "aten.div.Tensor", "aten.div.Scalar"}
+
+
 def computes_eager_bits(node: torch.fx.Node) -> bool:
-    return str(node.target) in EXACT_POINTWISE and node.kwargs.get("alpha", 1) == 1 and len(node.args) <= 2
+    target = str(node.target)
+    if target in PRODUCTS:
+        return len(node.args) == 2 and not node.kwargs
+    if target in ("aten.add.Tensor", "aten.sub.Tensor") and any(
+            isinstance(a, torch.fx.Node) and str(a.target) in PRODUCTS for a in node.args):
+        return False
+    return target in EXACT_POINTWISE and node.kwargs.get("alpha", 1) == 1 and len(node.args) <= 2
 
 
 def _broadcasts_to(shape, target) -> bool:

@@ -30,7 +30,7 @@ fp32 ulp away from eager's crosses a rounding boundary now and then and moves th
 DenseNet transition layer (a kfuse training-mode BatchNorm and ReLU before eager's own TF32 1x1 convolution) missed
 1e-4 in 2-5 of 134M outputs, by 1.3e-4 (H200, 2026-11-26). So every value a TF32 call reads, directly or through
 earlier ops, must be eager's to the bit (eager_bits_needed): those ops keep eager's calls, except the pointwise ops
-whose one rounding (or none) no kernel can do otherwise (plan.EXACT_POINTWISE).
+whose one rounding (or none) no kernel can do otherwise (plan.computes_eager_bits).
 """
 
 from __future__ import annotations
