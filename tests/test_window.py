@@ -58,8 +58,8 @@ def test_average_pools_take_the_strip_kernel_and_match_pytorch_bit_for_bit(tmp_p
     result = optimize(problems / "avg_pool_strips.py", tmp_path / "strips_new.py", "cpu")
     assert [k["fuses"][-1].split(".")[1] for k in result.kernels][:6] == ["avg_pool2d"] * 5 + ["avg_pool3d"]
     text = result.path.read_text()
-    # every pool but the 80-tap 3D window (over window.STRIP_LOADS even in strips of 2: the general kernel)
-    assert text.count("_strip<index_t>(A, base") == 9 and text.count("_point<index_t>(A, base") == 1
+    # every pool but the 80-tap 3D window (over window.STRIP_LOADS even in strips of 2: row strips)
+    assert text.count("_strip<index_t>(A, base") == 9 and text.count("_rows<index_t, ROWS>(A, base") == 1
     assert all(f"constexpr int R = {r};" in text for r in (8, 4, 2))  # 3D windows: shorter strips
     problem, _ = load_problem(str(problems / "avg_pool_strips.py"))
     module = import_from_source(text, str(result.path), "strips_new")  # builds the CPU extension
@@ -78,7 +78,7 @@ def test_average_pools_take_the_strip_kernel_and_match_pytorch_bit_for_bit(tmp_p
 
 
 def test_row_strip_pools_match_pytorch_bit_for_bit(tmp_path: Path):
-    """window.takes_row_strips: every max pool and 1D average pool of tests/optimize/row_strip_pools.py runs the
+    """window.takes_row_strips: every max pool and wide or 1D average pool of tests/optimize/row_strip_pools.py runs the
     row-strip kernel (4 outputs a thread, 4-float loads of their span where every input's rows are 16-byte aligned,
     2-float loads where they are 8-byte aligned, the per-output path at the edges and for unaligned rows). Its windows are walked in the per-output kernel's order,
     so the pools equal PyTorch's bit for bit: aligned and odd lengths, strided inputs, NaNs (which win a max)."""
@@ -90,7 +90,7 @@ def test_row_strip_pools_match_pytorch_bit_for_bit(tmp_path: Path):
     problems = Path(__file__).parent / "optimize"
     result = optimize(problems / "row_strip_pools.py", tmp_path / "rows_new.py", "cpu")
     text = result.path.read_text()
-    assert text.count("_rows<index_t, ROWS>(A, base") == 7 and "kf::window_row_vector(A.v[0], g, 2)" in text
+    assert text.count("_rows<index_t, ROWS>(A, base") == 9 and "kf::window_row_vector(A.v[0], g, 2)" in text
     problem, _ = load_problem(str(problems / "row_strip_pools.py"))
     module = import_from_source(text, str(result.path), "rows_new")  # builds the CPU extension
     torch.manual_seed(5)

@@ -2,7 +2,8 @@
 last dim reading their span with 4-float loads where every input's rows are aligned, the per-output path at the
 edges. 1D max pools with dilation, stride 1 and 2, padding not a multiple of 4; a 2D max pool (3x3, stride 2)
 after a producer chain with a per-channel operand and before a consumer; 1D average pools with and without
-count_include_pad, and ceil_mode; a convolution's bias moved into a max pool's kernel."""
+count_include_pad, and ceil_mode; a convolution's bias moved into a max pool's kernel; 2D average pools too wide for
+the strip kernel (window.strip_length), with padding rows, ceil_mode and both divisors."""
 
 import torch
 import torch.nn.functional as F
@@ -22,7 +23,9 @@ class Model(torch.nn.Module):
         e = F.avg_pool1d(v, 5, 2, 2, ceil_mode=True, count_include_pad=False)
         f = F.avg_pool1d(v, 3, 1, 1, count_include_pad=False) * 3.0
         g = F.max_pool1d(self.conv(v), 2)
-        return a, b, c, d, e, f, g
+        h = F.avg_pool2d(x, 9, 2, 4, ceil_mode=True, count_include_pad=False)
+        i = F.avg_pool2d(x, (10, 9), (3, 4), (4, 3))
+        return a, b, c, d, e, f, g, h, i
 
 
 def get_inputs():
