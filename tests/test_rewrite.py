@@ -255,3 +255,57 @@ def test_attention_forms_with_another_reader_or_shape_keep_their_products(name):
     forward, make, _why = KEPT_ATTENTION[name]
     captured = capture(Attentions(forward), inputs_of(make))
     assert attention_calls(captured.graph) == []
+
+
+class ViewedSoftmax(nn.Module):
+    """softmax over a view of (b, c, d, h, w) flattened to (b, c, d*h*w), viewed back, then pointwise ops whose other
+    operands line up with the view (a per-channel scale, a number, a 0-dim tensor) or do not (`depth`: varies along
+    d, which the view merged with h and w; `full`: as large as the view, re-viewed only where it is small)."""
+
+    def __init__(self, tail: str):
+        super().__init__()
+        torch.manual_seed(0)
+        self.scale = nn.Parameter(torch.randn(1, 4, 1, 1, 1))
+        self.depth = nn.Parameter(torch.randn(1, 1, 3, 1, 1))
+        self.tail = tail
+
+    def forward(self, x, full):
+        b, c, d, h, w = x.shape
+        y = torch.softmax(x.view(b, c, -1), dim=2).view(b, c, d, h, w)
+        if self.tail == "lined_up":
+            return torch.sigmoid(y * self.scale + 0.5) - torch.tensor(0.25)
+        return y * (self.depth if self.tail == "depth" else full)
+
+
+def test_a_view_moves_after_the_pointwise_ops_that_read_it_the_same_bits():
+    inputs = [torch.randn(2, 4, 3, 5, 6), torch.randn(2, 4, 3, 5, 6)]
+    model = ViewedSoftmax("lined_up")
+    captured = capture(model, inputs)
+    ops = [str(n.target) for n in captured.graph.nodes if n.op == "call_function"]
+    # the softmax's readers are the pointwise ops now, the view back to five dims comes last
+    softmax = next(n for n in captured.graph.nodes if str(n.target) == "aten.softmax.int")
+    assert [str(u.target) for u in softmax.users] == ["aten.mul.Tensor"]
+    assert ops[-1] == "aten.view.default" and ops.count("aten.view.default") == 3  # x's, the scale's, the result's
+    with torch.no_grad():
+        (got,), want = run_captured(captured, model, inputs), model(*inputs)
+    assert got.shape == want.shape and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("tail", ["depth", "full"])
+def test_a_view_stays_where_an_operand_does_not_line_up_with_it(tail):
+    shape = (2, 4, 3, 5, 6) if tail == "depth" else (2, 4, 3, 64, 64)  # (over VIEWED_OPERAND_ELEMENTS: not re-viewed)
+    captured = capture(ViewedSoftmax(tail), [torch.randn(shape), torch.randn(shape)])
+    mul = next(n for n in captured.graph.nodes if str(n.target) == "aten.mul.Tensor")
+    assert str(mul.args[0].target) == "aten.view.default"
+
+
+def test_the_moved_product_joins_the_softmax_s_kernel(tmp_path):
+    problem = tmp_path / "viewed_softmax.py"
+    problem.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.scale = torch.nn.Parameter(torch.randn(1, 4, 1, 1, 1))\n"
+        "    def forward(self, x):\n        b, c, d, h, w = x.shape\n"
+        "        return torch.softmax(x.view(b, c, -1), dim=2).view(b, c, d, h, w) * self.scale\n"
+        "def get_inputs():\n    return [torch.randn(2, 4, 3, 5, 6)]\ndef get_init_inputs():\n    return []\n")
+    result = optimize(problem, tmp_path / "viewed_softmax_new.py", "cuda")
+    assert [k["fuses"] for k in result.kernels] == [["aten.softmax.int", "aten.mul.Tensor"]]

@@ -13,7 +13,7 @@ import torch
 
 from kfuse.compiler.aliases import name_aliases_by_their_ops
 from kfuse.compiler.rewrite import (products_with_softmax_as_attention, summed_products_as_dot_products,
-                                    wide_attention_as_products)
+                                    views_after_pointwise, wide_attention_as_products)
 from kfuse.kernels import choices
 
 
@@ -487,6 +487,7 @@ def capture(model: torch.nn.Module, example_inputs: list, drop_no_op_moves: bool
     if algebra:
         products_with_softmax_as_attention(exported.graph_module)
         wide_attention_as_products(exported.graph_module)
+    views_after_pointwise(exported.graph_module)  # (the same ops in the same order: eager's bits kept)
     output_node = next(n for n in exported.graph.nodes if n.op == "output")
     returned = list(output_node.args[0])
     outputs, updates = [], {}

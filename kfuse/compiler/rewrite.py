@@ -31,6 +31,14 @@ from Q at run time, as SDPA reads it). Eager's own call runs fp32 on CUDA cores 
 head dim 1024, 32 x 32 x 512 queries and keys: 24.7 ms in eager and torch.compile alike, H200 run q; its 1.1 TFLOP of
 products at kfuse's GEMM rate is about 9 ms, the scores and probabilities 4 GB of memory traffic about 1 ms more).
 Only without a mask, dropout, causal flag or GQA, on fp32 Q, K and V of one rank (at least 3) with equal batch dims.
+
+A view between two computations moves after the pointwise ops that read it: `softmax(x.view(b, c, -1), 2).view(b,
+c, d, h, w) * scale` (scale (1, c, 1, 1, 1)) becomes `(softmax(..., 2) * scale.view(1, c, 1)).view(b, c, d, h, w)`,
+so the product joins the softmax's kernel (38_ConvTranspose3d_AvgPool_Clamp_Softmax_Multiply's separate pass over 1
+GB: 0.50 of its 2.86 ms, H200); a channel shuffle's ReLU after its view joins the contiguous copy before it. Views
+copy nothing and the ops are the same, in the same order: the same bits. Only where the view's source is a pointwise
+op or a reduction kfuse fuses, its one reader a pointwise op of the view's shape, and each other tensor that reads
+is small (at most VIEWED_OPERAND_ELEMENTS) and lines up with the view (views_after_pointwise).
 """
 
 from __future__ import annotations
@@ -40,6 +48,9 @@ import numbers
 from dataclasses import dataclass
 
 import torch
+
+from kfuse.kernels import ops, reduce
+from kfuse.kernels.steps import mutates
 
 TRANSPOSES = {"aten.numpy_T.default", "aten.t.default", "aten.permute.default", "aten.transpose.int"}
 SCALINGS = {"aten.mul.Tensor", "aten.mul.Scalar", "aten.div.Tensor", "aten.div.Scalar"}
@@ -366,3 +377,100 @@ def wide_attention_as_products(graph_module: torch.fx.GraphModule) -> int:
         graph.lint()
         graph_module.recompile()
     return done
+
+
+VIEWS = {"aten.view.default", "aten.reshape.default", "aten._unsafe_view.default"}
+# The largest other operand of a pointwise op a view moves past (it is re-viewed, checked on an arange of its size).
+VIEWED_OPERAND_ELEMENTS = 1 << 16
+
+
+def _shape_of(node) -> tuple | None:
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return tuple(val.shape) if isinstance(val, torch.Tensor) else None
+
+
+def _reviewed_shape(operand: tuple, viewed: tuple, source: tuple) -> tuple | None:
+    """The shape `o2` that an operand of shape `operand` (broadcast to `viewed`) takes on the view's source shape:
+    broadcast_to(o.reshape(o2), source) == broadcast_to(o, viewed).reshape(source); None where there is none."""
+    numel = math.prod(operand)
+    if numel > VIEWED_OPERAND_ELEMENTS:
+        return None
+    values = torch.arange(numel, dtype=torch.int64).reshape(operand)
+    try:
+        wanted = values.expand(viewed).view(source)
+    except RuntimeError:  # (a broadcast dim merged with a real one: no view, and no such o2)
+        return None
+    shape = tuple(1 if step == 0 else size for step, size in zip(wanted.stride(), wanted.shape))
+    if math.prod(shape) != numel or not torch.equal(values.reshape(shape).expand(source), wanted):
+        return None
+    return shape
+
+
+def views_after_pointwise(graph_module: torch.fx.GraphModule) -> int:
+    """Moves each view past the pointwise ops that read it (the module's docstring says when); returns how many
+    moves were made."""
+    graph = graph_module.graph
+    moved = 0
+    changed = True
+    while changed:
+        changed = False
+        for view in list(graph.nodes):
+            if (view.op != "call_function" or str(view.target) not in VIEWS or len(view.users) != 1
+                    or view.meta.get("operand_view")):  # (an operand's view moved back would undo the move)
+                continue
+            reader = next(iter(view.users))
+            source, viewed = view.args[0], _shape_of(view)
+            if (reader.op != "call_function" or ops.lookup(reader.target) is None or mutates(reader)
+                    or not _joins(source) or _shape_of(source) is None
+                    or _shape_of(reader) != viewed
+                    or any(isinstance(v, torch.fx.Node) for v in reader.kwargs.values())):
+                continue
+            reviewed = {}
+            for a in reader.args:
+                if isinstance(a, torch.fx.Node) and a is not view:
+                    shape = _shape_of(a)
+                    if shape is None or len(shape) > len(viewed):
+                        break
+                    target = _reviewed_shape((1,) * (len(viewed) - len(shape)) + shape, viewed, _shape_of(source))
+                    if target is None:
+                        break
+                    reviewed[a] = target
+                elif isinstance(a, (list, tuple)) and any(isinstance(x, torch.fx.Node) for x in a):
+                    break
+            else:
+                _move_view(graph, view, reader, source, reviewed)
+                moved += 1
+                changed = True
+                break  # (the graph changed: walk it again)
+    if moved:
+        graph.lint()
+        graph_module.recompile()
+    return moved
+
+
+def _joins(source) -> bool:
+    """Whether a pointwise op moved next to `source` can join its kernel: a pointwise op's (the channel shuffle's
+    contiguous copy) or a reduction's (a view of any other value moved after a pointwise op only keeps that op from
+    a reduction after the view, which takes its pointwise producers in)."""
+    return (isinstance(source, torch.fx.Node) and source.op == "call_function"
+            and (ops.lookup(source.target) is not None or reduce.is_fusable_reduction(source)))
+
+
+def _move_view(graph: torch.fx.Graph, view: torch.fx.Node, reader: torch.fx.Node, source: torch.fx.Node,
+               reviewed: dict) -> None:
+    aten = torch.ops.aten
+    with graph.inserting_before(reader):
+        operands = {a: _call(graph, aten.view.default, (a, list(shape)), f"{a.name}_view")
+                    for a, shape in reviewed.items()}
+        for operand in operands.values():
+            operand.meta["operand_view"] = True
+        args = tuple(source if a is view else operands.get(a, a) if isinstance(a, torch.fx.Node) else a
+                     for a in reader.args)
+        node = graph.create_node("call_function", reader.target, args, dict(reader.kwargs))
+        with torch.no_grad():
+            node.meta["val"] = reader.target(*torch.fx.node.map_arg(args, lambda n: n.meta["val"]),
+                                             **torch.fx.node.map_arg(dict(reader.kwargs), lambda n: n.meta["val"]))
+        after = _call(graph, view.target, (node, *view.args[1:]))
+    reader.replace_all_uses_with(after)
+    graph.erase_node(reader)
+    graph.erase_node(view)

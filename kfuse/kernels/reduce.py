@@ -1458,6 +1458,11 @@ _PARSERS = {
 EXPANDS = {"aten.expand.default", "aten.expand_as.default"}
 
 
+def is_fusable_reduction(node: torch.fx.Node) -> bool:
+    """A reduction kfuse plans as a kernel (its pointwise readers can join it)."""
+    return str(node.target) in _PARSERS and unfused_reason(node) == "reduction: kept as an ATen call"
+
+
 def unfused_reason(node: torch.fx.Node) -> str | None:
     """Why a reduction stayed an ATen call (None when the node is not a reduction kfuse knows)."""
     if str(node.target) not in _PARSERS:
