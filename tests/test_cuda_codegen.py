@@ -829,13 +829,13 @@ GXX = shutil.which("g++")
 
 @pytest.mark.skipif(GXX is None, reason="g++ not installed")
 def test_short_rows_take_part_of_a_warp_each(tmp_path):
-    """The rows kernel's launch shape, run on the host (g++): rows of up to 256 get 4-16 lanes (at least 4 float4s
-    each where the row is that long), longer ones a warp or a block; the group must divide the warp so the narrowed
+    """The rows kernel's launch shape, run on the host (g++): rows shorter than 1024 get 2-16 lanes (8 float4s each
+    where the row is that long), longer ones a warp or a block; the group must divide the warp so the narrowed
     shuffles stay inside a row. Short column reductions over many rows get a thread per row."""
     from kfuse.compiler.codegen import COMMON
     from kfuse.kernels.reduce import REDUCE_DECLS, REDUCE_DEVICE_RUNTIME
     runtime = REDUCE_DEVICE_RUNTIME.split("}  // namespace kf\n")[0] + "}  // namespace kf\n"
-    lengths = [1, 4, 7, 16, 17, 33, 64, 65, 100, 128, 256, 511, 512, 1000, 100000]
+    lengths = [1, 4, 7, 16, 17, 33, 64, 65, 100, 128, 256, 511, 512, 1000, 1024, 100000]
     calls = "".join(f"    show(kf_row_config({n}));\n" for n in lengths)
     program = tmp_path / "config.cpp"
     program.write_text(f"""#include <algorithm>
@@ -867,8 +867,8 @@ int main() {{
     assert out[-6::2] == ["1", "8", "8"]
     out = out[:-6]
     groups = dict(zip(lengths, map(int, out[0::2])))
-    assert groups == {1: 4, 4: 4, 7: 4, 16: 4, 17: 4, 33: 4, 64: 4, 65: 4, 100: 4, 128: 8, 256: 16, 511: 16,
-                      512: 32, 1000: 32, 100000: 512}
+    assert groups == {1: 2, 4: 2, 7: 2, 16: 2, 17: 2, 33: 2, 64: 2, 65: 2, 100: 2, 128: 4, 256: 8, 511: 8,
+                      512: 16, 1000: 16, 1024: 32, 100000: 512}
     assert all(32 % g == 0 or g % 32 == 0 for g in groups.values())
 
 

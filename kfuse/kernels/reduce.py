@@ -491,9 +491,9 @@ namespace kf {
 struct RConfig { bool column; int width; int group; int splits; unsigned blocks; unsigned threads; bool two_pass; };
 // column: the kept dim is the contiguous one (a 32x8 block covers 32 rows, or 128 when each thread takes `width`
 // 4 neighbouring rows a float4 at a time; `group` 8 threads along the reduced range, or 1 in 256 x 1 blocks); else
-// `group` threads per row (4-16 lanes of a warp for rows of up to 256, 4 float4s a lane or more; a warp for rows up
-// to 2048 when there are enough of them to fill the GPU; the whole block for long ones). Few rows and long
-// reductions split the reduced range.
+// `group` threads per row (2-16 lanes of a warp for rows shorter than 1024, 8 float4s a lane where the row is that
+// long; a warp for rows up to 2048 when there are enough of them to fill the GPU; the whole block for long ones).
+// Few rows and long reductions split the reduced range.
 inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms, bool no_full = false) {
     RConfig c;
     c.column = column;
@@ -518,12 +518,12 @@ inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms, bo
         c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>(tiles * c.splits, INT32_MAX));
     } else if (g.rlen <= 256 || (g.rlen <= 2048 && g.rows >= (int64_t)sms * 32)) {
         // a warp per row: no block-wide barriers between rows (min over rows of 1024: 3.66 -> 1.55 ms on an H100);
-        // rows of up to 256, part of a warp each, at least 4 float4 loads a lane (4 lanes at the least): loads in
-        // flight, fewer shuffles. A float4 a lane left a min over 64 channels-last channels and LayerNorms over
-        // rows of 64 latency-bound at a fifth of DRAM's bandwidth: 2 per lane 24-26% faster, 4 per lane 32-36%
-        // (H200, results/unseen-H200-2026-11-28/reduce-group-ab.md: 4.22 -> 2.87 ms, torch.compile 2.85)
+        // shorter rows part of a warp each, 8 float4 loads a lane where the row is that long (2 lanes at the least):
+        // loads in flight, fewer shuffles. A float4 a lane left a min over 64 channels-last channels and LayerNorms
+        // over rows of 64 latency-bound at a fifth of DRAM's bandwidth; 2, 4 and 8 a lane: 24-26%, 32-36%, 34-40%
+        // faster (H200, results/unseen-H200-2026-11-28/reduce-group-*.md: 4.22 -> 2.77 ms, torch.compile 2.85)
         c.group = 32;
-        while (c.group > 4 && (int64_t)c.group * 16 > g.rlen) c.group /= 2;
+        while (c.group > 2 && (int64_t)c.group * 32 > g.rlen) c.group /= 2;
         c.threads = 256;
         const int per_block = c.threads / c.group;
         c.blocks = (unsigned)std::max<int64_t>(1, std::min<int64_t>((g.rows + per_block - 1) / per_block, (int64_t)sms * 16));
