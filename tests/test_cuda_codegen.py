@@ -913,6 +913,37 @@ def test_eager_rounding_keeps_eager_s_calls_but_exact_pointwise_ops(tmp_path):
     assert {op for k in kept.kernels for op in k["fuses"]} == {"aten.sub.Tensor", "aten.add.Tensor"}
 
 
+def test_under_eager_rounding_reductions_over_length_one_dims_fuse_with_eager_s_bits(tmp_path):
+    """reduce.reduces_single_elements: max, mean and logsumexp over the dim an earlier sum kept (keepdim) return
+    their one element in a kernel as in eager's calls, so eager's rounding (which keeps the GEMM and the sum) still
+    leaves a kernel (18_Matmul_Sum_Max_AvgPool_LogSumExp_LogSumExp had none: correct-parity); built on the CPU, the
+    same bits as eager. An amax over a longer dim stays eager's."""
+    from kfuse.kernels import choices
+    from kfuse.loader import import_from_source
+    from kfuse.problem import load_problem
+    problem = tmp_path / "summed.py"
+    problem.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.linear = torch.nn.Linear(37, 29)\n"
+        "    def forward(self, x):\n        x = torch.sum(self.linear(x), dim=1, keepdim=True)\n"
+        "        x = torch.max(x, dim=1, keepdim=True)[0]\n        x = torch.mean(x, dim=1, keepdim=True)\n"
+        "        return torch.logsumexp(x, dim=1, keepdim=True) + torch.amax(x, dim=(0, 1), keepdim=True)\n"
+        "def get_inputs():\n    return [torch.randn(13, 37)]\ndef get_init_inputs():\n    return []\n")
+    with choices.using(choices.EAGER_ROUNDING):
+        kept = optimize(problem, tmp_path / "summed_eager.py", "cpu")
+    assert {"aten.linear.default", "aten.sum.dim_IntList", "aten.amax.default"} <= set(kept.library_calls)
+    assert {op for k in kept.kernels for op in k["fuses"]} == {"aten.max.dim", "aten.mean.dim",
+                                                               "aten.logsumexp.default", "aten.add.Tensor"}
+    module = import_from_source(kept.path.read_text(), str(kept.path), "summed_eager")  # builds the CPU extension
+    reference = load_problem(str(problem))[0].Model()
+    candidate = module.ModelNew()
+    candidate.load_state_dict(reference.state_dict())
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x = torch.randn(13 + seed, 37) * 100
+        assert torch.equal(candidate(x), reference(x))
+
+
 def test_the_precision_probe_takes_an_unbatched_input_whole():
     """eager_precision.probe_operands: a convolution's unbatched input (channels first, one dim fewer than the
     weight) is not cut as if its channels were a batch, and its bias follows the output's channels."""

@@ -1458,6 +1458,25 @@ _PARSERS = {
 EXPANDS = {"aten.expand.default", "aten.expand_as.default"}
 
 
+# Reductions whose value over one element is that element, bit for bit, in kfuse's kernels as in eager's: a sum, a
+# mean (x / 1), an extreme (its index 0), a logsumexp (x + log(exp(x - x)) = x + 0).
+IDENTITY_ON_ONE = {"aten.sum.dim_IntList", "aten.sum.default", "aten.mean.dim", "aten.mean.default",
+                   "aten.amax.default", "aten.amin.default", "aten.max.default", "aten.min.default",
+                   "aten.max.dim", "aten.min.dim", "aten.logsumexp.default"}
+
+
+def reduces_single_elements(node: torch.fx.Node) -> bool:
+    """A reduction kfuse fuses whose reduced dims all have length 1: its kernel computes eager's bits (the planner
+    may fuse it where a TF32 call reads it, or under eager's rounding: max, mean and logsumexp over a dim that an
+    earlier sum kept, 18_Matmul_Sum_Max_AvgPool_LogSumExp_LogSumExp)."""
+    if str(node.target) not in IDENTITY_ON_ONE or not is_fusable_reduction(node):
+        return False
+    spec = spec_for(node)
+    shape = _shape(spec.source)
+    return (shape is not None and bool(spec.dims) and spec.groups is None
+            and all(shape[d] == 1 for d in spec.dims))
+
+
 def is_fusable_reduction(node: torch.fx.Node) -> bool:
     """A reduction kfuse plans as a kernel (its pointwise readers can join it)."""
     return str(node.target) in _PARSERS and unfused_reason(node) == "reduction: kept as an ATen call"
@@ -1546,7 +1565,8 @@ def fuse_reductions(steps: list, nodes: list[torch.fx.Node], epochs: dict) -> li
     used: set[int] = set()
     made: list[tuple[ReduceKernel, list]] = []
     for step in steps:
-        if not isinstance(step, LibraryCall) or str(step.node.target) not in _PARSERS or step.eager_bits:
+        if (not isinstance(step, LibraryCall) or str(step.node.target) not in _PARSERS
+                or (step.eager_bits and not reduces_single_elements(step.node))):
             continue
         try:
             spec = spec_for(step.node)
