@@ -913,6 +913,26 @@ def test_eager_rounding_keeps_eager_s_calls_but_exact_pointwise_ops(tmp_path):
     assert {op for k in kept.kernels for op in k["fuses"]} == {"aten.sub.Tensor", "aten.add.Tensor"}
 
 
+def test_under_eager_rounding_products_fuse_but_not_into_an_add(tmp_path):
+    """plan.computes_eager_bits: a product or quotient is one rounding in a kernel as in eager's, so it fuses where
+    eager's bits are needed; an add or sub reading one (directly, negated or made absolute) stays eager's call,
+    since the compiler could contract the pair into one FMA, one rounding where eager has two."""
+    from kfuse.kernels import choices
+    problem = tmp_path / "products.py"
+    problem.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x, y, z):\n"
+        "        a = torch.relu(x * 2.0) / y\n        b = -(x * y) + z\n        c = torch.abs(x * z) - y\n"
+        "        return a, b, c\n"
+        "def get_inputs():\n    return [torch.randn(4, 8), torch.randn(4, 8), torch.randn(4, 8)]\n"
+        "def get_init_inputs():\n    return []\n")
+    with choices.using(choices.EAGER_ROUNDING):
+        kept = optimize(problem, tmp_path / "products_eager.py", "cuda")
+    fused = {op for k in kept.kernels for op in k["fuses"]}
+    assert {"aten.mul.Tensor", "aten.relu.default", "aten.div.Tensor", "aten.neg.default",
+            "aten.abs.default"} <= fused
+    assert sorted(kept.library_calls) == ["aten.add.Tensor", "aten.sub.Tensor"]  # -(x * y) + z, |x * z| - y
+
+
 def test_under_eager_rounding_reductions_over_length_one_dims_fuse_with_eager_s_bits(tmp_path):
     """reduce.reduces_single_elements: max, mean and logsumexp over the dim an earlier sum kept (keepdim) return
     their one element in a kernel as in eager's calls, so eager's rounding (which keeps the GEMM and the sum) still

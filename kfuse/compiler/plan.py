@@ -116,12 +116,20 @@ EXACT_POINTWISE = {"aten.relu.default", "aten.hardtanh.default", "aten.clamp.def
 PRODUCTS = {"aten.mul.Tensor", "aten.mul.Scalar", "aten.div.Tensor", "aten.div.Scalar"}
 
 
+def _a_product(value) -> bool:
+    """A product, or one negated, made absolute or copied (|a * b| is |a| * |b| exactly: the compiler may fold any of
+    them into an FMA with an add)."""
+    while isinstance(value, torch.fx.Node) and str(value.target) in ("aten.neg.default", "aten.abs.default",
+                                                                     "aten.clone.default"):
+        value = value.args[0]
+    return isinstance(value, torch.fx.Node) and str(value.target) in PRODUCTS
+
+
 def computes_eager_bits(node: torch.fx.Node) -> bool:
     target = str(node.target)
     if target in PRODUCTS:
         return len(node.args) == 2 and not node.kwargs
-    if target in ("aten.add.Tensor", "aten.sub.Tensor") and any(
-            isinstance(a, torch.fx.Node) and str(a.target) in PRODUCTS for a in node.args):
+    if target in ("aten.add.Tensor", "aten.sub.Tensor") and any(_a_product(a) for a in node.args):
         return False
     return target in EXACT_POINTWISE and node.kwargs.get("alpha", 1) == 1 and len(node.args) <= 2
 
