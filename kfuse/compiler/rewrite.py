@@ -380,7 +380,7 @@ def wide_attention_as_products(graph_module: torch.fx.GraphModule) -> int:
 
 
 VIEWS = {"aten.view.default", "aten.reshape.default", "aten._unsafe_view.default"}
-# The largest other operand of a pointwise op a view moves past (it is re-viewed, checked on an arange of its size).
+# The largest other operand of a pointwise op a view moves past (it is re-viewed: a per-channel scale, a mask).
 VIEWED_OPERAND_ELEMENTS = 1 << 16
 
 
@@ -390,20 +390,18 @@ def _shape_of(node) -> tuple | None:
 
 
 def _reviewed_shape(operand: tuple, viewed: tuple, source: tuple) -> tuple | None:
-    """The shape `o2` that an operand of shape `operand` (broadcast to `viewed`) takes on the view's source shape:
-    broadcast_to(o.reshape(o2), source) == broadcast_to(o, viewed).reshape(source); None where there is none."""
-    numel = math.prod(operand)
-    if numel > VIEWED_OPERAND_ELEMENTS:
+    """The shape `o2` that an operand of shape `operand` (broadcast to `viewed`, the same rank) takes on the view's
+    source shape, so that broadcast_to(o.reshape(o2), source) == broadcast_to(o, viewed).reshape(source) at every
+    size the model may run at; None where there is none. The view may only reshape dims past the operand's last dim
+    longer than 1, where the operand is broadcast; the dims up to it are the source's own, none of them 1 (a dim of
+    1 may be a merged batch of 1: Swin's windows viewed as (B, nW, ...) at batch 1 lined up with a (nW, ...) mask by
+    chance)."""
+    if math.prod(operand) > VIEWED_OPERAND_ELEMENTS:
         return None
-    values = torch.arange(numel, dtype=torch.int64).reshape(operand)
-    try:
-        wanted = values.expand(viewed).view(source)
-    except RuntimeError:  # (a broadcast dim merged with a real one: no view, and no such o2)
+    kept = max((d + 1 for d, size in enumerate(operand) if size != 1), default=0)
+    if kept > len(source) or tuple(viewed[:kept]) != tuple(source[:kept]) or 1 in viewed[:kept]:
         return None
-    shape = tuple(1 if step == 0 else size for step, size in zip(wanted.stride(), wanted.shape))
-    if math.prod(shape) != numel or not torch.equal(values.reshape(shape).expand(source), wanted):
-        return None
-    return shape
+    return tuple(operand[:kept]) + (1,) * (len(source) - kept)
 
 
 def views_after_pointwise(graph_module: torch.fx.GraphModule) -> int:
