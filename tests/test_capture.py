@@ -219,3 +219,25 @@ def test_an_input_written_into_a_plain_attribute_captures_on_meta():
     captured = capture(ElmanGivenState().to(meta), [torch.randn(4, 5, device=meta), torch.randn(4, 6, device=meta)])
     assert [i.target for i in captured.inputs if i.kind == "attribute"] == ["hidden"]
     assert ops(captured.graph).count("aten.copy_.default") == 2  # the input into it, then the new state
+
+
+class SoftmaxOverPositions(nn.Module):
+    """A softmax over the positions of a pooled 3D volume, viewed back to five dims: d, h and w of that view are no
+    dims of its operand (the softmax's (b, c, d * h * w)); they are the first view's operand's."""
+
+    def forward(self, x):
+        x = torch.nn.functional.avg_pool3d(x, 2)
+        b, c, d, h, w = x.shape
+        return torch.softmax(x.view(b, c, -1), dim=2).view(b, c, d, h, w) * 2.0
+
+
+def test_a_view_s_sizes_merged_before_are_read_from_the_earlier_view_s_operand(tmp_path):
+    from kfuse.compiler.optimize import optimize
+
+    problem = tmp_path / "positions.py"
+    problem.write_text("import torch\nimport torch.nn as nn\n\n\n" + inspect.getsource(SoftmaxOverPositions).replace(
+        "class SoftmaxOverPositions", "class Model") + "\n\ndef get_inputs():\n    return [torch.rand(2, 3, 8, 10, 12)]"
+        "\n\n\ndef get_init_inputs():\n    return []\n")
+    text = optimize(problem, tmp_path / "positions_new.py", "cpu").path.read_text()
+    # (8, 10, 12 -> 4, 5, 6 pooled: no line through the input's sides; each read from the pooled tensor)
+    assert "avg_pool3d.size(2), avg_pool3d.size(3), avg_pool3d.size(4)}" in text

@@ -974,7 +974,7 @@ def _size_following(value, lines: dict, position: int, names: dict[str, str]) ->
     from the tensors they describe, so that the file takes other sizes as the Model does; None: none do."""
     def number(item, v) -> str:
         expr = lines.get((position, item))
-        if expr is None:
+        if expr is None or any(name not in names for name, _ in expr.sizes):  # (a value no variable holds)
             return f"int64_t({v})"
         factors = [f"{names[name]}.size({dim})" for name, dim in expr.sizes]
         term = " * ".join(([str(expr.scale)] if expr.scale != 1 else []) + factors)

@@ -21,8 +21,8 @@ SIZES = "kfuse_sizes"
 
 @dataclass(frozen=True)
 class SizeExpr:
-    """scale * (the product of `sizes`) + offset, each size a graph value's (name, dim): an input's, or an operand's
-    of the node that reads it."""
+    """scale * (the product of `sizes`) + offset, each size a graph value's (name, dim): an input's, an operand's of
+    the node that reads it, or an earlier view's operand's (_earlier_views)."""
     scale: int
     sizes: tuple[tuple[str, int], ...]
     offset: int = 0
@@ -80,22 +80,60 @@ def _number_at(node: torch.fx.Node, position: int, item) -> int | None:
     return value if type(value) is int else None
 
 
-def _operand_expr(node: torch.fx.Node, twins: list[torch.fx.Node], position: int, item) -> SizeExpr | None:
+# How far back through ops that keep their input's shape the sizes of a view may be looked for (_earlier_views).
+LOOK_BACK = 8
+
+
+def _earlier_views(node: torch.fx.Node) -> list[tuple[int, ...]]:
+    """Paths (argument positions, from `node`) to the operands of the views that its operands come through, back
+    across ops that keep their first input's shape: `x.view(b, c, -1)` -> softmax -> `.view(b, c, d, h, w)`, whose
+    d, h and w are no dims of its own operand (they were merged) but are the first view's operand's. Those operands
+    are variables of the forward (a view is an ATen call that reads them)."""
+    paths = []
+    for p, arg in enumerate(node.args):
+        path, value = (p,), arg
+        for _ in range(LOOK_BACK):
+            if not isinstance(value, torch.fx.Node) or value.op != "call_function" or not value.args:
+                break
+            first = value.args[0]
+            if str(value.target) in ("aten.view.default", "aten.reshape.default", "aten._unsafe_view.default"):
+                paths.append(path + (0,))
+                break
+            if _shape(first) is None or _shape(first) != _shape(value):
+                break
+            path, value = path + (0,), first
+    return paths
+
+
+def _follow(node: torch.fx.Node, path: tuple[int, ...]):
+    value = node
+    for p in path:
+        if not isinstance(value, torch.fx.Node) or p >= len(value.args):
+            return None
+        value = value.args[p]
+    return value
+
+
+def _operand_expr(node: torch.fx.Node, twins: list[torch.fx.Node], position: int, item,
+                  earlier: bool = False) -> SizeExpr | None:
     """The number as one of the node's own operands' dims, or a product of adjacent ones (a view merging them), in
     this capture and every other: `x.view(b, groups, c // groups, h, w)` after a strided convolution, where h is no
-    line through the input's sizes (a floor division), but is always the operand's dim 2. Single dims first."""
+    line through the input's sizes (a floor division), but is always the operand's dim 2. Single dims first.
+    `earlier`: the same among the operands of the views the node's operands come through (_earlier_views)."""
     value = _number_at(node, position, item)
-    operands = [(p, arg, _shape(arg)) for p, arg in enumerate(node.args) if _shape(arg) is not None]
+    places = _earlier_views(node) if earlier else [(p,) for p in range(len(node.args))]
+    operands = [(path, arg, _shape(arg)) for path in places for arg in [_follow(node, path)]
+                if _shape(arg) is not None]
 
-    def holds(twin: torch.fx.Node, p: int, rank: int, dims: slice) -> bool:
-        other = _shape(twin.args[p]) if p < len(twin.args) else None
+    def holds(twin: torch.fx.Node, path: tuple[int, ...], rank: int, dims: slice) -> bool:
+        other = _shape(_follow(twin, path))
         return other is not None and len(other) == rank and _number_at(twin, position, item) == math.prod(other[dims])
 
     for width in range(1, max((len(shape) for _, _, shape in operands), default=0) + 1):
-        for p, arg, shape in operands:
+        for path, arg, shape in operands:
             for start in range(len(shape) - width + 1):
                 dims = slice(start, start + width)
-                if math.prod(shape[dims]) == value and all(holds(t, p, len(shape), dims) for t in twins):
+                if math.prod(shape[dims]) == value and all(holds(t, path, len(shape), dims) for t in twins):
                     return SizeExpr(1, tuple((arg.name, d) for d in range(start, start + width)))
     return None
 
@@ -105,7 +143,8 @@ def mark_sizes(captured: Captured, moves: list[SizeMove]) -> set[tuple[str, int]
     sequence length [:, :, :512, :512]). The same model captured with a size changed tells which numbers follow
     it: those that moved. Marks them on captured's nodes (SIZES), each read from the node's own operands where it
     is always one of their dims (or a product of adjacent ones), else from the inputs' sizes, and returns the input
-    sizes read. A move whose graph is not the same ops in the same order says nothing."""
+    sizes read. A number neither way reads is looked for among the dims of earlier views' operands (a view's
+    sizes its operand merged). A move whose graph is not the same ops in the same order says nothing."""
     ops = _calls(captured.graph)
     twins = [(move, _calls(move.captured.graph)) for move in moves if _same_ops(move.captured, captured)]
     used = set()
@@ -119,11 +158,14 @@ def mark_sizes(captured: Captured, moves: list[SizeMove]) -> set[tuple[str, int]
                         if v != m:
                             moved.setdefault((item, v), []).append((move, m))
             for (item, v), changed in moved.items():
-                expr = _operand_expr(node, [others[index] for _, others in twins], position, item)
+                seen = [others[index] for _, others in twins]
+                expr = _operand_expr(node, seen, position, item)
                 if expr is None:
                     expr = _size_expr(v, changed)
                     if expr is not None:
                         used.update(expr.sizes)
+                if expr is None:
+                    expr = _operand_expr(node, seen, position, item, earlier=True)
                 if expr is not None:
                     lines[(position, item)] = expr
         if lines:
