@@ -1479,7 +1479,13 @@ def reduces_single_elements(node: torch.fx.Node) -> bool:
 
 def is_fusable_reduction(node: torch.fx.Node) -> bool:
     """A reduction kfuse plans as a kernel (its pointwise readers can join it)."""
-    return str(node.target) in _PARSERS and unfused_reason(node) == "reduction: kept as an ATen call"
+    if str(node.target) not in _PARSERS:
+        return False
+    try:
+        spec_for(node)
+    except Exception:  # noqa: BLE001 - Unsupported, or an argument form the parser does not expect
+        return False
+    return True
 
 
 def unfused_reason(node: torch.fx.Node) -> str | None:
