@@ -119,6 +119,14 @@ def test_sizes_other_than_the_batch_follow_the_captures_that_move_them():
                       "reshape": {SizeExpr(1, (b, t)), SizeExpr(1, (("softmax", 1), ("softmax", 2)))}}
 
 
+def problem_of(module: type, inputs: str, path):
+    """A problem file at `path` whose Model is `module`'s source and whose get_inputs returns [`inputs`]."""
+    path.write_text("import torch\nimport torch.nn as nn\n\n\n" + inspect.getsource(module).replace(
+        f"class {module.__name__}", "class Model") + f"\n\ndef get_inputs():\n    return [{inputs}]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    return path
+
+
 class Shuffle(nn.Module):
     """ShuffleNet's channel shuffle after a pooling (its sides a floor division of the input's, no line through
     them): a view through (b, groups, c / groups, h, w), then a ReLU."""
@@ -133,10 +141,7 @@ def test_a_square_image_s_sides_each_follow_their_own_dim(tmp_path):
     # optimize cuts each dim of one length alone first: height and width are told apart on a square input
     from kfuse.compiler.optimize import optimize
 
-    problem = tmp_path / "shuffle.py"
-    problem.write_text("import torch\nimport torch.nn as nn\n\n\n" + inspect.getsource(Shuffle).replace(
-        "class Shuffle", "class Model") + "\n\ndef get_inputs():\n    return [torch.rand(2, 4, 14, 14)]\n\n\n"
-        "def get_init_inputs():\n    return []\n")
+    problem = problem_of(Shuffle, "torch.rand(2, 4, 14, 14)", tmp_path / "shuffle.py")
     text = optimize(problem, tmp_path / "shuffle_new.py", "cpu").path.read_text()
     # (14 -> 7 pooled, 8 -> 4: no line through the input's sides; each read from the viewed tensor)
     assert "{max_pool2d.size(0), int64_t(2), int64_t(2), max_pool2d.size(2), max_pool2d.size(3)}" in text
@@ -234,10 +239,7 @@ class SoftmaxOverPositions(nn.Module):
 def test_a_view_s_sizes_merged_before_are_read_from_the_earlier_view_s_operand(tmp_path):
     from kfuse.compiler.optimize import optimize
 
-    problem = tmp_path / "positions.py"
-    problem.write_text("import torch\nimport torch.nn as nn\n\n\n" + inspect.getsource(SoftmaxOverPositions).replace(
-        "class SoftmaxOverPositions", "class Model") + "\n\ndef get_inputs():\n    return [torch.rand(2, 3, 8, 10, 12)]"
-        "\n\n\ndef get_init_inputs():\n    return []\n")
+    problem = problem_of(SoftmaxOverPositions, "torch.rand(2, 3, 8, 10, 12)", tmp_path / "positions.py")
     text = optimize(problem, tmp_path / "positions_new.py", "cpu").path.read_text()
     # (8, 10, 12 -> 4, 5, 6 pooled: no line through the input's sides; each read from the pooled tensor)
     assert "avg_pool3d.size(2), avg_pool3d.size(3), avg_pool3d.size(4)}" in text

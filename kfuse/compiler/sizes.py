@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from kfuse.compiler.capture import Captured, CaptureError, capture
+from kfuse.compiler.rewrite import VIEWS
 from kfuse.kernels.steps import tensor_meta
 from kfuse.problem import build_reference, resized_batch
 
@@ -96,7 +97,7 @@ def _earlier_views(node: torch.fx.Node) -> list[tuple[int, ...]]:
             if not isinstance(value, torch.fx.Node) or value.op != "call_function" or not value.args:
                 break
             first = value.args[0]
-            if str(value.target) in ("aten.view.default", "aten.reshape.default", "aten._unsafe_view.default"):
+            if str(value.target) in VIEWS:
                 paths.append(path + (0,))
                 break
             if _shape(first) is None or _shape(first) != _shape(value):
