@@ -19,3 +19,9 @@ def test_only_the_size_constants_are_cut():
 def test_batch_only_keeps_the_images_whole():
     assert shrink_sizes.shrink("batch_size = 10\nheight, width = 224, 224\n", batch_only=True) == (
         "batch_size = 2\nheight, width = 224, 224\n")
+
+
+def test_odd_sides_make_even_sides_odd_and_cut_nothing():
+    text = "batch_size = 128\nheight = width = 256\ndepth, height, width = 16, 63, 64\nin_features = 1024\n"
+    assert shrink_sizes.shrink(text, odd_sides=True) == (
+        "batch_size = 128\nheight = width = 255\ndepth, height, width = 15, 63, 63\nin_features = 1024\n")
