@@ -229,44 +229,20 @@ def test_a_norm_reads_its_per_channel_weight_once_a_row_where_the_channels_are_k
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
-def test_short_columns_keep_their_values_in_kernels_of_their_own(tmp_path_factory):
-    """A softmax over the channels of an NCHW tensor (a column reduction with a full phase) has column kernels that
-    keep each thread's values in registers between the phases (kf::keeps_columns chooses them for short columns),
-    scalar and float4, without spilling; the plain column kernels stay as light as before (the kept values' registers
-    would cost every other column launch blocks)."""
-    _, text = sources("softmax_dim1_4d")
-    cuda = text["CUDA_SOURCE"]
-    assert "reduce_cols<R, index_t, 1, 8, true>" in cuda and "reduce_cols<R, index_t, 4, 8, true>" in cuda
-    kernels = {}
-    for name, entry in ptxas_entries(cuda, tmp_path_factory).items():
-        found = re.search(r"reduce_colsI\d+fused_\w+_reductioniLi([14])ELi8ELb(\d)E", name)
-        if found:
-            kernels[int(found.group(1)), found.group(2) == "1"] = (
-                int(entry.split(" registers")[0].rsplit(None, 1)[-1]),
-                int(entry.split(" bytes spill stores")[0].rsplit(None, 1)[-1]))
-    assert set(kernels) == {(1, False), (1, True), (4, False), (4, True)}, kernels
-    assert all(spills == 0 for _, spills in kernels.values()), kernels
-    for width in (1, 4):
-        assert kernels[width, False][0] < kernels[width, True][0], kernels
-
-
-@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 def test_split_row_stages_run_their_own_lighter_kernels(tmp_path_factory):
     """A split or two-pass row reduction launches one instantiation per stage: the partials kernel, compiled without
-    the merge and full phases (and without the run-by-run path where the rows need none), holds a BatchNorm's
-    statistics at 40 registers or fewer (three 512-thread blocks an SM), where the kernel for every stage needs more
-    (64 with 32-bit indexing: two blocks an SM)."""
+    the merge and full phases, holds a BatchNorm's statistics at 40 registers or fewer (three 512-thread blocks an
+    SM), where the kernel for every stage needs more (64 with 32-bit indexing: two blocks an SM)."""
     _, text = sources("batchnorm_relu")
     cuda = text["CUDA_SOURCE"]
-    assert "reduce_rows<R, index_t, false, 1, false>" in cuda and "reduce_rows<R, index_t, false, 2>" in cuda
+    assert "reduce_rows<R, index_t, false, 1>" in cuda and "reduce_rows<R, index_t, false, 2>" in cuda
     registers = {}
     for name, entry in ptxas_entries(cuda, tmp_path_factory).items():
-        found = re.search(r"reduce_rowsI\d+fused_\w+_reductioniLb0ELi(\d)ELb(\d)E", name)
+        found = re.search(r"reduce_rowsI\d+fused_\w+_reductioniLb0ELi(\d)E", name)
         if found:
-            stage, runs = int(found.group(1)), found.group(2) == "1"
-            registers[stage, runs] = int(entry.split(" registers")[0].rsplit(None, 1)[-1])
-    assert set(registers) == {(0, True), (1, False), (1, True), (2, True)}, registers
-    assert registers[1, False] <= 40 < registers[0, True], registers
+            registers[int(found.group(1))] = int(entry.split(" registers")[0].rsplit(None, 1)[-1])
+    assert set(registers) == {0, 1, 2}, registers
+    assert registers[1] <= 40 < registers[0], registers
 
 
 # How an emitted file with a Hopper kernel is built where every GPU is an sm_90 one (its ARCH_FLAGS): sm_90a code

@@ -422,7 +422,7 @@ inline void reduce_geometry(const std::vector<at::Tensor>& views, const std::vec
     for (int i = 0; i < g.rnd; ++i) g.rdiv[i] = make_div(g.rsz[i]);
 }
 // 32-bit indexing only when every offset, row and reduced index fits. The kernels form 32-bit offsets of elements
-// only (a piece's first element checked for alignment, kfr_vec_head, is one: pieces are never empty). Their counters overshoot
+// only (a slice's start, which need not be one, is checked as an address: kfr_vec_head). Their counters overshoot
 // the row count by at most a grid's step, and a row's length by a grid's step plus the slices' rounding up to fours
 // (at most rlen / 128: slices hold 512 elements or more), hence the room there. (KernelBench sizes its reductions
 // just under 2^31 elements: 128 x 4096 x 4095 is 524,287 short of INT32_MAX, and a room on the offsets as well sent
@@ -549,24 +549,21 @@ inline RConfig reduce_config(const RGeom& g, bool column, int width, int sms, bo
 }
 }  // namespace kf
 
-// float4 access along the innermost reduced dim from a piece's first element (kf::reduce_rows): views contiguous
-// there (after a scalar head of 0-3 elements that aligns them all to 16 bytes) or constant there (one value).
-// `whole`: the piece may span several runs of the inner dim, which must then all start aligned (the inner size and
-// every other reduced stride multiples of 4, the head 0), and `at` is its reduced index, an address only (with a
-// broadcast reduced dim, row + at need not be an element's offset, nor fit index_t: unsigned pointer arithmetic
-// from the row's valid start); else the piece lies in one run and `at` is its first element's offset in the row.
+// float4 access along the innermost reduced dim: views contiguous there (after a scalar head of 0-3 elements that
+// aligns them all to 16 bytes; every run of the inner dim must start aligned) or constant there (one value).
 // `head`: -2 while no view has decided, -1 when some view rules the float4 path out.
+// The slice's start (row offset `row` plus `r0`) is an address only: with a broadcast reduced dim it need not be an
+// element's offset, nor fit index_t, so it is formed from the row's (valid) start in unsigned pointer arithmetic.
 template <typename index_t>
-__device__ __forceinline__ void kfr_vec_head(const kf::RView& v, const kf::RGeom& g, index_t row, index_t at, bool whole,
-                                             int& head) {
+__device__ __forceinline__ void kfr_vec_head(const kf::RView& v, const kf::RGeom& g, index_t row, index_t r0, int& head) {
     if (head == -1) return;
     const int64_t inner = v.rs[g.rnd - 1];
     if (inner == 0) return;
-    const uintptr_t address = reinterpret_cast<uintptr_t>(v.data + row) + (uintptr_t)at * sizeof(float);
-    bool ok = inner == 1;
-    for (int d = 0; ok && whole && d + 1 < g.rnd; ++d) ok = v.rs[d] % 4 == 0;
+    const uintptr_t address = reinterpret_cast<uintptr_t>(v.data + row) + (uintptr_t)r0 * sizeof(float);
+    bool ok = inner == 1 && (address & 3) == 0;
+    for (int d = 0; ok && d + 1 < g.rnd; ++d) ok = v.rs[d] % 4 == 0;
     const int want = (int)((4 - ((address >> 2) & 3)) & 3);
-    if (!ok || (whole && g.rnd > 1 && want != 0) || (head >= 0 && head != want)) head = -1;
+    if (!ok || (g.rnd > 1 && want != 0) || (head >= 0 && head != want)) head = -1;
     else head = want;
 }
 template <typename index_t>
@@ -720,9 +717,7 @@ __device__ __forceinline__ void full_slice(const typename R::args& A, const RGeo
 // that runs every stage held a BatchNorm's statistics pass at 64 registers, two 512-thread blocks an SM, 55% of
 // DRAM's bandwidth (H200: results/devset-H200-2026-11-28-r/ncu-33_BatchNorm-stats.txt), and a group norm after a
 // sigmoid at 96 registers, one block an SM.
-// RUNS false: without the run-by-run path (a launch whose rows need none): the partials kernel of a BatchNorm's
-// statistics at 40 registers rather than 48, three 512-thread blocks an SM rather than two.
-template <class R, typename index_t, bool CACHED, int ONLY = 0, bool RUNS = true>
+template <class R, typename index_t, bool CACHED, int ONLY = 0>
 __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, int stage, typename R::state* ws) {
     using state = typename R::state;
     __shared__ state red[32];
@@ -746,32 +741,14 @@ __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, 
         const index_t r1 = live ? (index_t)(end < g.rlen ? end : g.rlen) : r0;
         index_t ob[R::VIEWS];
         R::template row_offsets<index_t>(A, g, o, ob);
-        // The slice in pieces [a, b), each read a float4 at a time from its first aligned element v0 up to `tail`:
-        // one piece, or where the inner reduced dim's runs are not a multiple of 4 long but long enough to give
-        // every lane a float4 (a group norm over channels of 63 x 63 x 31 pixels), one piece per run, each aligned
-        // on its own (the whole slice one element at a time otherwise: 2-2.5x torch.compile's time there).
-        const index_t run = (index_t)g.rsz[g.rnd > 0 ? g.rnd - 1 : 0];
-        const bool by_runs = RUNS && g.rnd > 1 && run % 4 != 0 && run >= (index_t)(4 * group);
-        auto pieces = [&](auto body) {  // (one call of body per piece: the slice's loops inlined once)
-            index_t base = 0;  // float4 slots of the row cache taken by the pieces before
-            for (index_t a = r0; a < r1;) {
-                const index_t next = by_runs ? (a / run + 1) * run : r1;
-                const index_t b = next < r1 ? next : r1;
-                const int head = R::template vec_head<index_t>(A, g, ob, a, !by_runs);
-                const index_t v0 = head < 0 ? a : (a + head < b ? a + head : b);
-                const index_t tail = head < 0 ? a : v0 + ((b - v0) / 4) * 4;
-                // the float4 slot of reduced index r (>= v0) in this thread's row cache, if the launch holds one
-                body(a, v0, tail, b, [&](index_t r) { return cache == nullptr ? nullptr : cache + base + (r - v0) / 4; });
-                base += (tail - v0) / 4;
-                a = b;
-            }
-        };
+        const int head = R::template vec_head<index_t>(A, g, ob, r0);
+        const index_t v0 = head < 0 ? r0 : (r0 + head < r1 ? r0 + head : r1);
+        const index_t tail = head < 0 ? r0 : v0 + ((r1 - v0) / 4) * 4;
         state s = R::init();
+        // the float4 slot of reduced index r (>= v0) in this thread's row cache, if the launch holds one
+        auto slot = [&](index_t r) { return cache == nullptr ? nullptr : cache + (r - v0) / 4; };
         if constexpr (R::ACCUMULATES && ONLY != 2) {
-            if (stage != 2)
-                pieces([&](index_t a, index_t v0, index_t tail, index_t b, auto slot) {
-                    accumulate_slice<R>(A, g, ob, a, v0, tail, b, lane, group, slot, stride, s);
-                });
+            if (stage != 2) accumulate_slice<R>(A, g, ob, r0, v0, tail, r1, lane, group, slot, stride, s);
         }
         if constexpr (ONLY != 1) {
             if (stage == 2) { for (int j = lane; j < splits; j += group) R::merge(s, ws[u - split + j]); }
@@ -784,10 +761,7 @@ __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, 
         if constexpr (ONLY != 1) {
             const typename R::row rv = R::template finish<index_t>(A, g, s, (kf_acc)g.rlen, ob);
             if (live && split == 0 && lane == 0) R::template write_row<index_t>(A, s, rv, o, ob);
-            if constexpr (R::HAS_FULL)
-                pieces([&](index_t a, index_t v0, index_t tail, index_t b, auto slot) {
-                    full_slice<R>(A, g, ob, a, v0, tail, b, lane, group, slot, stride, rv);
-                });
+            if constexpr (R::HAS_FULL) full_slice<R>(A, g, ob, r0, v0, tail, r1, lane, group, slot, stride, rv);
         }
     }
 }
@@ -797,24 +771,12 @@ __global__ void reduce_rows(typename R::args A, RGeom g, int group, int splits, 
 // float4 per view along the contiguous kept dim: 128 rows per block), for views that allow it (R::cols4_ok) and rows
 // in fours. NY 1 (256 x 1 blocks, WIDTH 1: short reductions over many rows, reduce_config) gives each thread its
 // row's whole reduced range: no shared-memory merge and no barrier per tile.
-// What the column kernel keeps of one step (R::kept: an element's values both phases read; R::cols_quad: their
-// float4s across four rows), else a placeholder
-template <class R, int WIDTH, bool KEEPS> struct kept_values { struct type {}; };
-template <class R> struct kept_values<R, 1, true> { using type = typename R::kept; };
-template <class R> struct kept_values<R, 4, true> { using type = typename R::cols_quad; };
-// KEEPS: short columns with a full phase (a softmax over 64-128 channels of an NCHW tensor), each thread's values
-// (R::KEEP of them at most, `ny` apart; WIDTH 4: R::KEEP4 float4s of four rows) loaded at once and kept in registers
-// for the full phase, which then reads nothing again: every load of the tile in flight together, not two or four,
-// and no second pass through L2. Its own instantiation (kf::keeps_columns): the registers it holds would cost the
-// other column launches blocks (48 -> 80 registers for a float4 RMS norm).
-template <class R, typename index_t, int WIDTH, int NY = 8, bool KEEPS = false>
+template <class R, typename index_t, int WIDTH, int NY = 8>
 __device__ __forceinline__ void reduce_cols_body(const typename R::args& A, const RGeom& g, int splits, int stage,
                                                  typename R::state* ws) {
     using state = typename R::state;
     __shared__ state red[8][32 * WIDTH + 1];
     const int tx = threadIdx.x, ty = NY > 1 ? threadIdx.y : 0, ny = NY;
-    constexpr int KEEP = KEEPS && NY > 1 && R::HAS_FULL && R::ACCUMULATES ? (WIDTH == 1 ? R::KEEP : R::KEEP4) : 0;
-    const bool keep = KEEP > 0 && splits == 1 && g.rlen <= (int64_t)ny * KEEP;  // (else the plain loops)
     const index_t chunk = (index_t)((((g.rlen + splits - 1) / splits) + 3) / 4 * 4);
     constexpr int64_t span = (NY > 1 ? 32 : 256) * WIDTH;  // rows per tile (blockDim.x = 256 / NY)
     const int64_t tiles = (g.rows + span - 1) / span;
@@ -831,28 +793,9 @@ __device__ __forceinline__ void reduce_cols_body(const typename R::args& A, cons
         R::template row_offsets<index_t>(A, g, o, ob);
         state s[WIDTH];
         for (int q = 0; q < WIDTH; ++q) s[q] = R::init();
-        typename kept_values<R, WIDTH, (KEEP > 0)>::type kept[KEEP > 0 ? KEEP : 1];
         if (valid) {
-            if constexpr (KEEP > 0) {
-                if (keep) {
-#pragma unroll
-                    for (int i = 0; i < KEEP; ++i) {
-                        const index_t r = r0 + ty + (index_t)(i * ny);
-                        if (r >= r1) continue;
-                        if constexpr (WIDTH == 1) kept[i] = R::template keep<index_t>(A, g, ob, r);
-                        else kept[i] = R::template load_cols4<index_t>(A, g, ob, r);
-                    }
-#pragma unroll
-                    for (int i = 0; i < KEEP; ++i) {
-                        const index_t r = r0 + ty + (index_t)(i * ny);
-                        if (r >= r1) continue;
-                        if constexpr (WIDTH == 1) R::template accumulate_kept<index_t>(kept[i], r, s[0]);
-                        else R::template accumulate_cols4<index_t>(kept[i], r, s);
-                    }
-                }
-            }
             if constexpr (R::ACCUMULATES) {
-                if (stage != 2 && !keep) {
+                if (stage != 2) {
                     // a light kernel's scalar loop 8 rows deep: more loads in flight (H200, mean over dim 1 of
                     // 128 x 4096 x 4095: 2.62 -> 2.11 ms, eager 2.11; its float4 loop spills at 8)
                     constexpr int unroll = R::LIGHT != 0 && WIDTH == 1 ? 8 : 4;
@@ -905,38 +848,19 @@ __device__ __forceinline__ void reduce_cols_body(const typename R::args& A, cons
         }
         if constexpr (R::HAS_FULL) {
             if constexpr (WIDTH == 4) {
-                if (!keep) {
-                    pipelined(r0 + ty, r1, (index_t)ny,
-                              [&](index_t r) { return R::template full_load_cols4<index_t>(A, g, ob, r); },
-                              [&](const auto& q, index_t) { R::template full_cols4<index_t>(A, ob, q, rv); });
-                }
-            } else if (!keep) {
+                pipelined(r0 + ty, r1, (index_t)ny,
+                          [&](index_t r) { return R::template full_load_cols4<index_t>(A, g, ob, r); },
+                          [&](const auto& q, index_t) { R::template full_cols4<index_t>(A, ob, q, rv); });
+            } else {
 #pragma unroll 4
                 for (index_t r = r0 + ty; r < r1; r += ny) R::template full<index_t>(A, g, ob, r, rv[0]);
-            }
-            if constexpr (KEEP > 0) {
-                if (keep) {
-#pragma unroll
-                    for (int i = 0; i < KEEP; ++i) {
-                        const index_t r = r0 + ty + (index_t)(i * ny);
-                        if (r >= r1) continue;
-                        if constexpr (WIDTH == 1) R::template full_kept<index_t>(A, g, ob, r, kept[i], rv[0]);
-                        else R::template full_kept_cols4<index_t>(A, g, ob, r, kept[i], rv);
-                    }
-                }
             }
         }
     }
 }
-template <class R, typename index_t, int WIDTH, int NY, bool KEEPS = false>
+template <class R, typename index_t, int WIDTH, int NY>
 __global__ void reduce_cols(typename R::args A, RGeom g, int splits, int stage, typename R::state* ws) {
-    reduce_cols_body<R, index_t, WIDTH, NY, KEEPS>(A, g, splits, stage, ws);
-}
-// Whether a column launch keeps its values in registers (reduce_cols_body's KEEPS): one slice, short enough.
-template <class R>
-inline bool keeps_columns(const RConfig& c, const RGeom& g) {
-    const int keep = c.width == 4 ? R::KEEP4 : R::KEEP;
-    return keep > 0 && c.group == 8 && c.splits == 1 && g.rlen <= (int64_t)c.group * keep;
+    reduce_cols_body<R, index_t, WIDTH, NY>(A, g, splits, stage, ws);
 }
 // [light]
 // A light reduction (R::LIGHT: one input, a small state, no full output) keeps 8 blocks per SM in the column
@@ -980,14 +904,6 @@ void reduce_launch_t(const typename R::args& A, const RGeom& g, int sms, void* w
         auto kernel = c.width == 4 ? reduce_cols_kernel<R, index_t, 4>() : reduce_cols_kernel<R, index_t, 1>();
         if constexpr (!R::HAS_FULL) {  // (the only ones reduce_config gives 256 x 1 blocks)
             if (c.group == 1) kernel = reduce_cols_kernel<R, index_t, 1, 1>();
-        }
-        if constexpr (R::KEEP > 0 && sizeof(index_t) == 4) {  // (full phases: never light)
-            if (keeps_columns<R>(c, g)) {
-                if (c.width == 1) kernel = reduce_cols<R, index_t, 1, 8, true>;
-                if constexpr (R::KEEP4 > 0) {
-                    if (c.width == 4) kernel = reduce_cols<R, index_t, 4, 8, true>;
-                }
-            }
         }
         const unsigned blocks = c.blocks;
         if (c.splits == 1) {
@@ -1041,11 +957,10 @@ void reduce_launch_t(const typename R::args& A, const RGeom& g, int sms, void* w
         // threads (a group of threads per slice as wide, the slices the partials' own): a heavy epilogue's
         // registers (80 after a group norm's sigmoid) leave room for one 512-thread block an SM but three of 256.
         // (Long rows: c.group is c.threads.)
-        static int stage_per_sm[3][17] = {};
-        const bool runs = g.rnd > 1 && g.rsz[g.rnd - 1] % 4 != 0;
-        auto partials = runs ? reduce_rows<R, index_t, false, 1> : reduce_rows<R, index_t, false, 1, false>;
+        static int stage_per_sm[2][17] = {};
+        auto partials = reduce_rows<R, index_t, false, 1>;
         auto merge_full = reduce_rows<R, index_t, false, 2>;
-        const unsigned first = one_wave(partials, c.threads, sms, c.blocks, stage_per_sm[runs ? 2 : 0][c.threads / 64]);
+        const unsigned first = one_wave(partials, c.threads, sms, c.blocks, stage_per_sm[0][c.threads / 64]);
         const int narrow = (int)std::min(c.threads, 256u);
         const unsigned wanted = (unsigned)std::max<int64_t>(1, std::min<int64_t>(g.rows * c.splits,
                                                                                 (int64_t)sms * (2048 / narrow)));
@@ -2097,20 +2012,16 @@ class _Printer:
     def vec4(self) -> str:
         """CUDA: 4 neighbouring elements along the innermost reduced dim at once (float4 loads and stores), for
         rows whose views are contiguous (or constant) there and aligned; with several reduced dims the inner
-        size must be a multiple of 4, so no group of 4 crosses a run, or the slice is read a run at a time
-        (kf::reduce_rows)."""
+        size must be a multiple of 4, so no group of 4 crosses a run."""
         n, k = self.n, self.k
         views = list(dict.fromkeys(self.acc_views + (self.full_views if k.full_outputs else [])))
         views += list(range(self.nop, self.nviews))
-        checks = "".join(f"    kfr_vec_head(A.v[{i}], g, ob[{i}], whole ? a : e[{i}], whole, head);\n" for i in views)
+        checks = "".join(f"    kfr_vec_head(A.v[{i}], g, ob[{i}], r0, head);\n" for i in views)
         out = [f"""
-// elements [a, a + head) one at a time, then float4 groups; -1: this piece has no float4 path (`whole`: it may
-// span runs of the inner dim, kfr_vec_head)
+// elements [r0, r0 + head) one at a time, then float4 groups; -1: this row has no float4 path
 template <typename index_t>
-__device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& g, const index_t* ob, index_t a, bool whole) {{
-    if (g.rnd < 1 || (whole && g.rnd > 1 && g.rsz[g.rnd - 1] % 4 != 0)) return -1;
-    index_t e[{self.nviews}];
-    if (!whole) kf::reduced_offsets<index_t{"".join(f", {i}" for i in views)}>(A.v, g, a, e);
+__device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& g, const index_t* ob, index_t r0) {{
+    if (g.rnd < 1 || (g.rnd > 1 && g.rsz[g.rnd - 1] % 4 != 0)) return -1;
     int head = -2;
 {checks}    return head == -2 ? 0 : head;
 }}
@@ -2152,51 +2063,6 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
         if k.full_outputs:
             out.append(self._full_rows4())
         return "".join(out)
-
-    def keep(self, width: int = 1) -> int:
-        """How many steps a thread of the column kernel keeps in registers between the phases (R::KEEP, and R::KEEP4
-        for float4s of four rows; after accumulate() and full()): the values accumulate reads, 32 floats a thread
-        at most, 16 steps at most; 0 where nothing is read twice or fewer than 4 steps fit."""
-        if not self.k.full_outputs or self.spec.skip_accumulate:
-            return 0
-        steps = min(16, 32 // (width * len(self.acc_views)))
-        return steps if steps >= 4 else 0
-
-    def kept(self) -> str:
-        """CUDA, column kernel: one element's values that both phases read (R::kept), loaded once (keep), folded
-        into the state (accumulate_kept) and, after the merge, turned into the full outputs (full_kept, which
-        loads only what the reduction did not read)."""
-        n, acc = self.n, self.acc_views
-        outs = list(range(self.nop, self.nviews))
-        fields = "".join(f" float a{i};" for i in acc)
-        rest = [i for i in self.full_views if i not in acc]
-        args = "".join(f", K.a{i}" if i in acc else f", a{i}" for i in self.full_views)
-        writes = "".join(f"    A.v[{i}].data[ob[{i}] + e[{i}]] = y[{j}];\n" for j, i in enumerate(outs))
-        return (f"struct {n}_kept {{{fields} }};\n"
-                f"template <typename index_t>\n__device__ __forceinline__ {n}_kept {n}_keep(const {n}_args& A, "
-                f"const kf::RGeom& g, const index_t* ob, index_t r) {{\n{self._elem_offsets(acc)}"
-                f"    {n}_kept K;\n" + "".join(f"    K.a{i} = A.v[{i}].data[ob[{i}] + e[{i}]];\n" for i in acc)
-                + f"    return K;\n}}\n"
-                f"template <typename index_t>\n__device__ __forceinline__ void {n}_accumulate_kept(const {n}_kept& K, "
-                f"index_t r, {n}_state& s) {{\n"
-                f"    {n}_acc_body(s, (int64_t)r{''.join(f', K.a{i}' for i in acc)});\n}}\n"
-                f"template <typename index_t>\n__device__ __forceinline__ void {n}_full_kept(const {n}_args& A, "
-                f"const kf::RGeom& g, const index_t* ob, index_t r, const {n}_kept& K, const {n}_row& rv) {{\n"
-                f"{self._elem_offsets(rest + outs)}{self._loads(rest)}"
-                f"    float y[{len(outs)}];\n    {n}_full_body(rv, y{args});\n{writes}}}\n"
-                + self._kept_cols4(rest, outs))
-
-    def _kept_cols4(self, rest: list[int], outs: list[int]) -> str:
-        """full_kept for the four-rows column kernel: the float4s the reduction read (a cols_quad) with the others
-        the full phase reads, then full_cols4."""
-        n = self.n
-        loads = "".join(f"    Q.q{i} = K.q{i};\n" if i in self.acc_views else
-                        f"    Q.q{i} = kfr_load_cols4(A.v[{i}], g, ob[{i}] + e[{i}]);\n" for i in self.full_views)
-        loads += "".join(f"    Q.e{i} = e[{i}];\n" for i in outs)
-        return (f"template <typename index_t>\n__device__ __forceinline__ void {n}_full_kept_cols4(const {n}_args& A, "
-                f"const kf::RGeom& g, const index_t* ob, index_t r, const {n}_cols_quad& K, const {n}_row* rv) {{\n"
-                f"{self._elem_offsets(rest + outs)}    {n}_full_cols_quad<index_t> Q;\n{loads}"
-                f"    {n}_full_cols4(A, ob, Q, rv);\n}}\n")
 
     def _full_quad(self, read, row) -> tuple[str, str, str, str]:
         """A four-element full phase's parts (both kernels): the quad's fields, its loads (`read(i)`: view i's
@@ -2398,16 +2264,13 @@ __device__ __forceinline__ int {n}_vec_head(const {n}_args& A, const kf::RGeom& 
             parts += [self.vec4(), self.cols4(),
                       f"// the four-rows column kernel's float4 views allow it\n"
                       f"static bool cols4_ok(const {n}_args& A, const kf::RGeom& g) {{ return {checks}; }}\n"]
-            if self.keep():
-                parts.append(self.kept())
         body = re.sub(rf"\b{n}_(\w+)", r"\1", "\n".join(parts))  # (its types too: the struct names them)
         body = re.sub(r"(?m)^(KF_INLINE|__device__ __forceinline__) ", r"static \1 ", body)
         body = "\n".join(f"    {line}" if line.strip() else "" for line in body.strip("\n").split("\n"))
         has_full = bool(k.full_outputs)
         flag = lambda x: "true" if x else "false"  # noqa: E731
         constants = (f"    static constexpr int VIEWS = {self.nviews}, CACHED = {len(self.cached)}, "
-                     f"COLUMN_VIEW = {self.column_view()}, LIGHT = {self.light_level}, "
-                     f"KEEP = {self.keep() if target == 'cuda' else 0}, KEEP4 = {self.keep(4) if target == 'cuda' else 0};\n"
+                     f"COLUMN_VIEW = {self.column_view()}, LIGHT = {self.light_level};\n"
                      f"    static constexpr bool ACCUMULATES = {flag(not self.spec.skip_accumulate)}, "
                      f"PARTIALS = {flag(self.red.partials)}, HAS_FULL = {flag(has_full)};\n")
         return (f"// What {n} does per element and per row: the loops around it are the shared drivers'.\n"
